@@ -1,0 +1,33 @@
+# The README's two commands:
+#   make course   set up .venv and start JupyterLab on notebooks/
+#   make test     set up .venv with the developer tools and run the linter and the test suite
+PYTHON ?= python3
+VENV ?= .venv
+# torch is installed first, pinned, so that pip never picks a build on its own. On a Linux
+# machine without a GPU, the CPU-only build is much smaller:
+#   make course TORCH_INDEX=https://download.pytorch.org/whl/cpu
+TORCH ?= torch==2.13.0
+TORCH_INDEX ?=
+BIN := $(VENV)/bin
+
+.PHONY: course test lint release
+course: $(VENV)/.installed-lab
+	$(BIN)/jupyter lab --notebook-dir=notebooks
+
+test: $(VENV)/.installed-dev lint
+	$(BIN)/pytest
+
+lint: $(VENV)/.installed-dev
+	$(BIN)/ruff format --check .
+	$(BIN)/ruff check .
+
+# Instructors: regenerate the student release notebooks/ from solutions/ (see the README).
+release: $(VENV)/.installed-dev
+	$(BIN)/python -m autograder.release
+
+$(VENV)/.installed-%: pyproject.toml
+	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
+	$(BIN)/python -m pip install --quiet --upgrade pip
+	$(BIN)/pip install --quiet "$(TORCH)" $(if $(TORCH_INDEX),--index-url $(TORCH_INDEX))
+	$(BIN)/pip install --quiet -e ".[$*]"
+	touch $@

@@ -1,0 +1,366 @@
+"""What runs inside one rank process: set up its output, join the process group, run fn, report back.
+
+The fork server (`launcher.forkserver`) forks a rank process and calls `run_rank`, which never
+returns. The rank talks to the launching process through four pipes:
+
+- its stdout and stderr (file descriptors 1 and 2 are replaced by them, so C-level writes go
+  there too), which the launching process prints with a ``[rank r]`` prefix;
+- a result pipe, on which it sends framed messages (`send_message`): its result, its error, or
+  a snapshot of its Python stack when asked for one;
+- a control pipe, from which it reads requests: ``b"s"``, send your stack; ``b"x"``, every rank
+  has returned, so exit. End of file on it means the launching process stopped the launch or
+  is gone, and the rank exits at once.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import ctypes
+import faulthandler
+import io
+import os
+import pickle
+import signal
+import struct
+import sys
+import threading
+import time
+import traceback
+import warnings
+from dataclasses import dataclass
+from datetime import timedelta
+from typing import Any, NoReturn
+
+import cloudpickle
+import torch
+import torch.distributed as dist
+
+MESSAGE_HEADER = struct.Struct("!Q")
+
+# Exit codes of a rank process, besides 0 (returned) and what fn itself passes to os._exit.
+EXIT_FAILED = 1  # fn raised; the rank waited to be stopped and then exited
+EXIT_ORPHANED = 75  # the control pipe closed: the launching process stopped the launch or died
+EXIT_INTERNAL = 70  # the rank bootstrap itself broke (a bug in the launcher)
+
+# How long a rank that raised waits to be stopped by the launching process. It waits instead
+# of exiting so that the other ranks do not see a closed connection and report a second,
+# misleading error; the launching process stops every rank well before this.
+FAILED_RANK_LINGER_S = 60.0
+
+
+@dataclass
+class LaunchSpec:
+    """Everything a rank needs to know, sent once per launch through the fork server."""
+
+    world_size: int
+    backend: str  # "gloo" or "nccl"
+    store_path: str  # a torch.distributed.FileStore shared by the ranks of this launch
+    collective_timeout_s: float
+    check_collectives: bool
+    payload: bytes  # cloudpickle of (fn, args, kwargs)
+    cwd: str
+    sys_path: list[str]
+    env: dict[str, str]
+    num_threads: int
+    warning_filters: list  # the caller's warnings.filters, so ranks warn (or not) as it does
+
+
+@dataclass
+class RankContext:
+    """Set inside a launched rank; `get_device` and nested-launch detection read it."""
+
+    rank: int
+    world_size: int
+    backend: str
+
+
+_context: RankContext | None = None
+_phase = "starting"  # what the rank is doing, reported in stack snapshots
+_send_lock = threading.Lock()
+_released = threading.Event()  # set when the launching process says every rank has returned
+
+
+def current_context() -> RankContext | None:
+    """This process's rank context, or None outside a rank started by `launch`."""
+    return _context
+
+
+def get_device(rank: int | None = None) -> torch.device:
+    """The device a rank should put its tensors on: ``cuda:<local rank>`` under NCCL, else CPU.
+
+    Call it inside a function run by `launch` (or under ``torchrun``). ``rank`` defaults to
+    this process's rank; passing it explicitly, as ``get_device(rank)``, gives the same answer.
+    """
+    if _context is not None:
+        backend, local_rank = _context.backend, _context.rank if rank is None else rank
+    elif dist.is_available() and dist.is_initialized():
+        backend = dist.get_backend()
+        local_rank = int(os.environ.get("LOCAL_RANK", dist.get_rank())) if rank is None else rank
+    else:
+        raise RuntimeError(
+            "get_device() tells a rank which device to use, so call it inside the function "
+            "you pass to launch (or in a script started by torchrun)."
+        )
+    if backend == "nccl":
+        return torch.device("cuda", local_rank % torch.cuda.device_count())
+    return torch.device("cpu")
+
+
+def send_message(fd: int, kind: str, body: Any) -> None:
+    """Send one framed, pickled message ``(kind, body)`` on a pipe (thread-safe)."""
+    data = pickle.dumps((kind, body), protocol=pickle.HIGHEST_PROTOCOL)
+    with _send_lock:
+        _write_all(fd, MESSAGE_HEADER.pack(len(data)) + data)
+
+
+def _write_all(fd: int, data: bytes) -> None:
+    view = memoryview(data)
+    while view:
+        view = view[os.write(fd, view) :]
+
+
+def run_rank(
+    spec: LaunchSpec, rank: int, out_fd: int, err_fd: int, result_fd: int, control_fd: int
+) -> NoReturn:
+    """Run one rank to completion and exit the process; called in a freshly forked child."""
+    global _context, _phase
+    try:
+        _redirect_output(out_fd, err_fd)
+        _prepare_process(spec, rank)
+        _context = RankContext(rank, spec.world_size, spec.backend)
+        threading.Thread(target=_serve_control, args=(control_fd, result_fd), daemon=True).start()
+    except BaseException:  # noqa: BLE001 - the rank cannot run at all; say why on its stderr
+        traceback.print_exc()
+        os._exit(EXIT_INTERNAL)
+
+    try:
+        _phase = "loading the function"
+        fn, args, kwargs = cloudpickle.loads(spec.payload)
+        _phase = "joining the process group"
+        _init_process_group(spec, rank)
+        _phase = "running"
+        result = fn(rank, spec.world_size, *args, **kwargs)
+    except BaseException as exc:  # noqa: BLE001 - every failure is reported, SystemExit included
+        _report_failure(result_fd, exc)
+
+    _phase = "returned"
+    try:
+        if spec.backend == "nccl":
+            torch.cuda.synchronize()  # the result is final only once the GPU is done
+        data = _pickle_result(result)
+    except BaseException as exc:  # noqa: BLE001
+        _report_failure(result_fd, _UnsendableResult(result, exc))
+    send_message(result_fd, "result", data)
+
+    # No rank tears its connections down while a peer may still talk to it: each waits until
+    # the launching process has heard from all of them. (This does what a closing barrier
+    # would, without a collective that torch's checks would also have to verify.)
+    _phase = "returned and waiting for the other ranks"
+    _released.wait()
+    try:
+        if spec.backend == "nccl":
+            dist.destroy_process_group()  # Gloo's connections simply close with the process
+    except BaseException as exc:  # noqa: BLE001
+        _report_failure(result_fd, exc)
+    _flush_output()
+    os._exit(0)
+
+
+def _redirect_output(out_fd: int, err_fd: int) -> None:
+    os.dup2(out_fd, 1)
+    os.dup2(err_fd, 2)
+    os.close(out_fd)
+    os.close(err_fd)
+    # Line-buffered, so that each print reaches the notebook as soon as its line is complete.
+    sys.stdout = sys.__stdout__ = _line_buffered_stream(1)
+    sys.stderr = sys.__stderr__ = _line_buffered_stream(2)
+    _line_buffer_c_stdout()
+    faulthandler.enable(file=sys.stderr)  # a segfault prints the Python stack before dying
+
+
+def _line_buffered_stream(fd: int) -> io.TextIOWrapper:
+    raw = io.FileIO(fd, "w", closefd=False)
+    return io.TextIOWrapper(raw, encoding="utf-8", errors="backslashreplace", line_buffering=True)
+
+
+def _line_buffer_c_stdout() -> None:
+    """Make C's stdout line-buffered too (glibc only), so printf output is not held back."""
+    try:
+        libc = ctypes.CDLL(None)
+        c_stdout = ctypes.c_void_p.in_dll(libc, "stdout")
+        libc.setvbuf(c_stdout, None, 1, 0)  # 1 is _IOLBF
+    except (OSError, ValueError, AttributeError):
+        pass
+
+
+def _flush_output() -> None:
+    for stream in (sys.stdout, sys.stderr):
+        with contextlib.suppress(OSError, ValueError):
+            stream.flush()
+    with contextlib.suppress(OSError, AttributeError):
+        ctypes.CDLL(None).fflush(None)
+
+
+def _prepare_process(spec: LaunchSpec, rank: int) -> None:
+    # Interrupts are the launching process's business: it stops every rank itself.
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    _die_with_parent()
+    os.environ.clear()
+    os.environ.update(spec.env)
+    os.environ.update(
+        RANK=str(rank),
+        LOCAL_RANK=str(rank),
+        WORLD_SIZE=str(spec.world_size),
+        LOCAL_WORLD_SIZE=str(spec.world_size),
+    )
+    os.chdir(spec.cwd)
+    sys.path[:] = spec.sys_path
+    warnings.filters[:] = spec.warning_filters
+    if "OMP_NUM_THREADS" not in spec.env:
+        # N ranks on a few cores: one thread pool each, sized so they do not oversubscribe.
+        torch.set_num_threads(spec.num_threads)
+
+
+def _die_with_parent() -> None:
+    """On Linux, have the kernel kill this rank if the fork server dies."""
+    if not sys.platform.startswith("linux"):
+        return
+    try:
+        pr_set_pdeathsig = 1
+        ctypes.CDLL(None).prctl(pr_set_pdeathsig, signal.SIGKILL)
+    except (OSError, AttributeError):
+        pass
+
+
+def _init_process_group(spec: LaunchSpec, rank: int) -> None:
+    if spec.check_collectives:
+        # Torch then checks, before each collective, that every rank calls the same one with the
+        # same shapes, and names the mismatch instead of hanging or returning garbage.
+        dist.set_debug_level(dist.DebugLevel.DETAIL)
+    device_id = None
+    if spec.backend == "nccl":
+        torch.cuda.set_device(rank)
+        device_id = torch.device("cuda", rank)
+    store = dist.FileStore(spec.store_path, spec.world_size)
+    dist.init_process_group(
+        spec.backend,
+        store=store,
+        rank=rank,
+        world_size=spec.world_size,
+        timeout=timedelta(seconds=spec.collective_timeout_s),
+        device_id=device_id,
+    )
+
+
+class _UnsendableResult(Exception):
+    def __init__(self, result: Any, cause: BaseException) -> None:
+        super().__init__(
+            f"the function returned a {type(result).__name__} that cannot be sent back "
+            f"({type(cause).__name__}: {cause}). Return tensors, numbers, strings, or lists, "
+            "tuples and dicts of them."
+        )
+
+
+class _ResultPickler(cloudpickle.Pickler):
+    """Pickles a rank's result with every tensor detached and moved to the CPU.
+
+    Moving GPU tensors to the CPU here means the launching process never touches CUDA.
+    """
+
+    def reducer_override(self, obj: Any) -> Any:
+        if isinstance(obj, torch.Tensor) and (obj.device.type != "cpu" or obj.requires_grad):
+            return obj.detach().cpu().__reduce_ex__(pickle.HIGHEST_PROTOCOL)
+        return super().reducer_override(obj)
+
+
+def _pickle_result(result: Any) -> bytes:
+    buffer = io.BytesIO()
+    _ResultPickler(buffer, protocol=pickle.HIGHEST_PROTOCOL).dump(result)
+    return buffer.getvalue()
+
+
+def _report_failure(result_fd: int, exc: BaseException) -> NoReturn:
+    """Send the error to the launching process, then wait to be stopped by it."""
+    try:
+        report = {
+            "phase": _phase,
+            "traceback": _traceback_without_launcher_frames(exc),
+            "exception": _pickle_exception(exc),
+            "type_name": type(exc).__qualname__,
+            "message": str(exc),
+        }
+        send_message(result_fd, "error", report)
+        _flush_output()
+    except BaseException:  # noqa: BLE001 - the pipe may be gone; nothing more to do
+        os._exit(EXIT_INTERNAL)
+    time.sleep(FAILED_RANK_LINGER_S)
+    os._exit(EXIT_FAILED)
+
+
+def _traceback_without_launcher_frames(exc: BaseException) -> traceback.TracebackException:
+    tb_exc = traceback.TracebackException.from_exception(exc, lookup_lines=False)
+    stack = list(tb_exc.stack)
+    while stack and stack[0].filename == __file__:
+        stack.pop(0)
+    tb_exc.stack = traceback.StackSummary.from_list(stack)
+    return tb_exc
+
+
+def _pickle_exception(exc: BaseException) -> bytes | None:
+    try:
+        data = cloudpickle.dumps(exc)
+        cloudpickle.loads(data)  # some exceptions pickle but cannot be rebuilt
+        return data
+    except Exception:  # noqa: BLE001
+        return None
+
+
+def _serve_control(control_fd: int, result_fd: int) -> None:
+    """Answer stack requests and the release; exit the rank when the control pipe closes."""
+    main_thread_id = threading.main_thread().ident
+    while True:
+        try:
+            request = os.read(control_fd, 1)
+        except OSError:
+            request = b""
+        if not request:
+            _flush_output()
+            os._exit(EXIT_ORPHANED)
+        if request == b"s":
+            frame = sys._current_frames().get(main_thread_id)
+            stack = {"phase": _phase, "frames": _describe_stack(frame), "cpu_s": time.process_time()}
+            send_message(result_fd, "stack", stack)
+        elif request == b"x":
+            _released.set()
+
+
+def _describe_stack(frame: Any) -> list[dict[str, Any]]:
+    """The main thread's stack, outermost first, from the user's function inwards, as plain data."""
+    frames = []
+    while frame is not None and frame.f_code is not run_rank.__code__:
+        frames.append(
+            {
+                "filename": frame.f_code.co_filename,
+                "lineno": frame.f_lineno,
+                "name": frame.f_code.co_name,
+                "peers": _peer_arguments(frame),
+            }
+        )
+        frame = frame.f_back
+    frames.reverse()
+    return frames
+
+
+def _peer_arguments(frame: Any) -> dict[str, Any]:
+    """For a torch.distributed call: the ranks it waits for (src, dst, and its group's ranks)."""
+    if not frame.f_code.co_filename.endswith(os.path.join("distributed", "distributed_c10d.py")):
+        return {}
+    found: dict[str, Any] = {}
+    for name in ("src", "dst"):
+        value = frame.f_locals.get(name)
+        if isinstance(value, int):
+            found[name] = value
+    group = frame.f_locals.get("group")
+    with contextlib.suppress(Exception):  # not a group torch knows: leave it out
+        found["group"] = dist.get_process_group_ranks(group) if group is not None else None
+    return found

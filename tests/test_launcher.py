@@ -1,0 +1,330 @@
+"""The launcher called from a script or a test: inputs, backends, devices, torchrun, recovery."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+import threading
+import time
+import warnings
+from pathlib import Path
+
+import psutil
+import pytest
+import torch
+import torch.distributed as dist
+
+import launcher
+from launcher import LaunchError, LaunchHang, RankException, get_device, launch, parent
+from launcher.forkserver import get_server
+
+REPO = Path(__file__).resolve().parent.parent
+
+
+def rank_and_size(rank: int, world_size: int) -> tuple[int, int]:
+    return rank, world_size
+
+
+@pytest.mark.parametrize("world_size", [1, 2, 3, 4])
+def test_every_rank_returns_in_rank_order(world_size: int) -> None:
+    assert launch(rank_and_size, world_size) == [(r, world_size) for r in range(world_size)]
+
+
+def sum_of_ranks(rank: int, world_size: int, dtype: torch.dtype) -> torch.Tensor:
+    t = torch.tensor([rank], dtype=dtype)
+    dist.all_reduce(t)
+    return t
+
+
+@pytest.mark.parametrize("world_size", [1, 3])
+@pytest.mark.parametrize("dtype", [torch.float32, torch.int64])
+def test_collectives_work_for_odd_sizes_and_integer_dtypes(world_size: int, dtype: torch.dtype) -> None:
+    results = launch(sum_of_ranks, world_size, dtype)
+    assert all(r.dtype == dtype and r.item() == sum(range(world_size)) for r in results)
+
+
+# -- bad input is refused before any rank starts ----------------------------------------------
+
+
+@pytest.fixture
+def no_rank_may_start(monkeypatch):
+    """Fails the test if launch gets as far as starting ranks."""
+
+    def refuse(*args, **kwargs):
+        raise AssertionError("launch started ranks for a call it should have refused")
+
+    monkeypatch.setattr(parent, "_Launch", refuse)
+
+
+@pytest.mark.parametrize(
+    "world_size, error, words",
+    [
+        (0, ValueError, "world_size must be at least 1"),
+        (-2, ValueError, "world_size must be at least 1 (one process per rank); got -2"),
+        (2.0, TypeError, "world_size must be a whole number of ranks, such as 4; got 2.0"),
+        ("4", TypeError, "got '4' (of type str)"),
+        (True, TypeError, "world_size must be a whole number of ranks"),
+        (None, TypeError, "got None"),
+        (1000, ValueError, "launch allows at most 64"),
+    ],
+)
+def test_bad_world_sizes_are_refused_with_the_reason(world_size, error, words, no_rank_may_start) -> None:
+    with pytest.raises(error, match=_literal(words)):
+        launch(rank_and_size, world_size)
+
+
+def test_a_non_callable_is_refused(no_rank_may_start) -> None:
+    with pytest.raises(TypeError, match=_literal("must be the function each rank runs")):
+        launch(torch.ones(3), 2)
+
+
+def test_a_function_with_the_wrong_parameters_is_refused(no_rank_may_start) -> None:
+    def takes_one(rank):
+        return rank
+
+    with pytest.raises(TypeError, match=_literal("launch calls takes_one(rank, world_size, 5)")):
+        launch(takes_one, 2, 5)
+
+
+@pytest.mark.parametrize(
+    "kwargs, words",
+    [
+        ({"backend": "mpi"}, "backend must be one of 'auto', 'gloo', 'nccl'; got 'mpi'"),
+        ({"timeout": 0}, "timeout must be a positive number of seconds; got 0"),
+        ({"timeout": "10"}, "timeout must be a positive number of seconds"),
+    ],
+)
+def test_bad_options_are_refused(kwargs: dict, words: str, no_rank_may_start) -> None:
+    with pytest.raises(ValueError, match=_literal(words)):
+        launch(rank_and_size, 2, **kwargs)
+
+
+OPEN_FILE = open(os.devnull, "w")  # noqa: SIM115 - a module-level open file is the point
+LOCK = threading.Lock()
+
+
+def writes_to_a_global_file(rank: int, world_size: int) -> None:
+    OPEN_FILE.write(str(rank))
+
+
+def takes_a_global_lock(rank: int, world_size: int) -> None:
+    with LOCK:
+        pass
+
+
+def test_unpicklable_globals_are_named_before_any_rank_starts(no_rank_may_start) -> None:
+    # Functions of an importable module are pickled by reference; define them in __main__'s
+    # way (by value) as a notebook does, by rebinding their module.
+    for fn, name, kind in [
+        (writes_to_a_global_file, "OPEN_FILE", "an open file"),
+        (takes_a_global_lock, "LOCK", "a lock"),
+    ]:
+        by_value = _as_notebook_function(fn)
+        with pytest.raises(TypeError) as info:
+            launch(by_value, 2)
+        message = str(info.value)
+        assert f"the global '{name}', used by {fn.__name__}: {kind}" in message
+        assert "Create such objects inside the function" in message
+
+
+def test_unpicklable_arguments_are_named(no_rank_may_start) -> None:
+    with pytest.raises(TypeError, match=_literal("the keyword argument lock=: a lock (_thread.lock)")):
+        launch(_as_notebook_function(rank_and_size_kw), 2, lock=threading.Lock())
+
+
+def rank_and_size_kw(rank: int, world_size: int, lock=None) -> int:
+    return rank
+
+
+def test_launch_inside_a_rank_is_refused() -> None:
+    with pytest.raises(LaunchError) as info:
+        launch(_nested_launch, 2)
+    assert "launch was called from inside a rank" in str(info.value)
+    assert all(isinstance(f.exception, RuntimeError) for f in info.value.failures)
+
+
+def _nested_launch(rank: int, world_size: int) -> None:
+    launch(rank_and_size, 2)
+
+
+# -- backends and devices ---------------------------------------------------------------------
+
+
+def test_auto_picks_gloo_without_a_gpu() -> None:
+    assert launch(_backend_and_device, 2) == [("gloo", "cpu", "cpu")] * 2
+
+
+def _backend_and_device(rank: int, world_size: int) -> tuple[str, str, str]:
+    return dist.get_backend(), str(get_device()), str(get_device(rank))
+
+
+@pytest.mark.skipif(torch.cuda.is_available(), reason="checks the message on a machine without NCCL")
+def test_nccl_without_a_cuda_build_says_what_to_do() -> None:
+    with pytest.raises(RuntimeError, match=_literal("Use backend='gloo' to run on the CPU")):
+        launch(rank_and_size, 2, backend="nccl")
+
+
+def test_nccl_without_enough_gpus_says_what_to_do(monkeypatch) -> None:
+    monkeypatch.setattr(parent, "_gpu_count", lambda: 1)
+    monkeypatch.setattr(dist, "is_nccl_available", lambda: True)
+    with pytest.raises(RuntimeError) as info:
+        launch(rank_and_size, 4, backend="nccl")
+    assert str(info.value) == (
+        "backend='nccl' needs one GPU per rank, but world_size=4 and this machine has 1 GPU. "
+        "To go on, use world_size=1 or fewer, use backend='gloo' to run every rank on the CPU, "
+        "or backend='auto' to choose for you."
+    )
+    assert parent.resolve_backend("auto", 4) == "gloo"
+    assert parent.resolve_backend("auto", 1) == "nccl"
+
+
+def test_get_device_outside_a_rank_explains_itself() -> None:
+    with pytest.raises(RuntimeError, match="call it inside the function you pass to launch"):
+        get_device()
+
+
+def test_the_launching_process_never_initialises_cuda() -> None:
+    launch(rank_and_size, 2)
+    assert not torch.cuda.is_initialized()
+
+
+def test_ranks_are_forked_from_a_fresh_interpreter_not_from_the_caller() -> None:
+    """CUDA-safe start: the caller is never forked; the fork server was exec'd, not forked."""
+    server = get_server()
+    parents = launch(lambda rank, world_size: os.getppid(), 2)
+    assert parents == [server.process.pid] * 2
+    server_process = psutil.Process(server.process.pid)
+    assert server_process.ppid() == os.getpid()
+    assert server_process.cmdline()[:2] == [sys.executable, "-c"]
+    assert "from launcher.forkserver import serve" in server_process.cmdline()[2]
+
+
+# -- results and errors -----------------------------------------------------------------------
+
+
+def _warn(rank: int, world_size: int) -> None:
+    warnings.warn("from a rank", FutureWarning, stacklevel=1)
+
+
+def test_ranks_follow_the_callers_warning_filters(capfd) -> None:
+    launch(_warn, 1)
+    assert "FutureWarning: from a rank" in capfd.readouterr().err
+    with warnings.catch_warnings():
+        warnings.filterwarnings("ignore", message="from a rank")
+        launch(_warn, 1)
+    assert "from a rank" not in capfd.readouterr().err
+
+
+def test_a_large_result_comes_back_whole() -> None:
+    big = launch(lambda rank, world_size: torch.full((4_000_000,), float(rank)), 2)
+    assert [t.shape[0] for t in big] == [4_000_000, 4_000_000]
+    assert [t.sum().item() for t in big] == [0.0, 4_000_000.0]
+
+
+class UnpicklableError(Exception):
+    def __init__(self, lock: threading.Lock) -> None:
+        super().__init__("carries a lock")
+        self.lock = lock
+
+
+def _raise_unpicklable(rank: int, world_size: int) -> None:
+    raise UnpicklableError(threading.Lock())
+
+
+def test_an_exception_that_cannot_be_copied_back_gets_a_stand_in() -> None:
+    with pytest.raises(LaunchError) as info:
+        launch(_raise_unpicklable, 1)
+    failure = info.value.failures[0]
+    assert isinstance(failure.exception, RankException)
+    assert failure.exception.type_name == "UnpicklableError"
+    assert "rank 0 of 1 raised UnpicklableError: carries a lock" in str(info.value)
+
+
+def test_the_original_exception_type_is_reachable() -> None:
+    with pytest.raises(LaunchError) as info:
+        launch(lambda rank, world_size: [][rank], 2)
+    assert {r: type(e) for r, e in info.value.exceptions.items()} == {0: IndexError, 1: IndexError}
+
+
+def test_an_unsendable_result_is_reported_as_the_ranks_error() -> None:
+    with pytest.raises(LaunchError, match="cannot be sent back"):
+        launch(lambda rank, world_size: threading.Lock(), 2)
+
+
+def test_a_launch_timeout_is_also_a_timeout_error() -> None:
+    with pytest.raises(TimeoutError):
+        launch(lambda rank, world_size: time.sleep(30), 2, timeout=1)
+
+
+def test_a_dead_fork_server_is_replaced_on_the_next_launch() -> None:
+    server = get_server()
+    os.kill(server.process.pid, signal.SIGKILL)
+    server.process.wait()
+    assert launch(rank_and_size, 2) == [(0, 2), (1, 2)]
+    assert get_server() is not server
+
+
+def test_shutdown_stops_the_fork_server() -> None:
+    launch(rank_and_size, 1)
+    launcher.shutdown()
+    assert psutil.Process().children() == []
+    assert launch(rank_and_size, 1) == [(0, 1)]
+
+
+# -- torchrun ---------------------------------------------------------------------------------
+
+
+def test_under_torchrun_each_process_runs_its_own_rank(tmp_path: Path) -> None:
+    script = tmp_path / "script.py"
+    script.write_text(
+        textwrap.dedent(
+            """
+            import torch, torch.distributed as dist
+            from launcher import get_device, launch
+
+            def all_reduce_demo(rank, world_size):
+                t = torch.tensor([0.0, 1, 2, 3], device=get_device()) + rank
+                dist.all_reduce(t)
+                return rank, world_size, dist.get_backend(), t.tolist()
+
+            # One write per line: both ranks share torchrun's unbuffered stdout.
+            print(f"RESULT {launch(all_reduce_demo, world_size=2)}", flush=True)
+            """
+        )
+    )
+    env = {k: v for k, v in os.environ.items() if k not in ("RANK", "WORLD_SIZE", "MASTER_ADDR")}
+    env["PYTHONPATH"] = str(REPO)
+    command = [sys.executable, "-m", "torch.distributed.run", "--nproc-per-node", "2", str(script)]
+    done = subprocess.run(command, cwd=tmp_path, env=env, capture_output=True, text=True, timeout=180)
+    assert done.returncode == 0, done.stdout + done.stderr
+    lines = sorted(line for line in done.stdout.splitlines() if line.startswith("RESULT"))
+    assert lines == [
+        "RESULT (0, 2, 'gloo', [1.0, 3.0, 5.0, 7.0])",
+        "RESULT (1, 2, 'gloo', [1.0, 3.0, 5.0, 7.0])",
+    ]
+
+
+# -- helpers ----------------------------------------------------------------------------------
+
+
+def _literal(text: str) -> str:
+    import re
+
+    return re.escape(text)
+
+
+def _as_notebook_function(fn):
+    """A copy of ``fn`` that cloudpickle pickles by value, as it does functions from a notebook."""
+    import types
+
+    copy = types.FunctionType(fn.__code__, fn.__globals__, fn.__name__, fn.__defaults__, fn.__closure__)
+    copy.__module__ = "__main__"
+    return copy
+
+
+def test_launch_in_a_timeout_message_names_the_timeout() -> None:
+    with pytest.raises(LaunchHang, match=_literal("pass a larger timeout to launch (it was 1 seconds)")):
+        launch(lambda rank, world_size: time.sleep(30), 1, timeout=1)
