@@ -11,7 +11,7 @@ results = launch(all_reduce_demo, world_size=4)  # one entry per rank
 """
 
 from .errors import LaunchError, LaunchHang, RankException, RankFailure
-from .forkserver import shutdown
+from .forkserver import preload, shutdown
 from .parent import launch
 from .rank import get_device
 
@@ -22,5 +22,6 @@ __all__ = [
     "RankFailure",
     "get_device",
     "launch",
+    "preload",
     "shutdown",
 ]

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import contextlib
 import gc
+import importlib
 import os
 import pickle
 import select
@@ -75,17 +76,17 @@ def read_frame(fd: int) -> Any | None:
 class ForkServer:
     """Handle on a running fork server, used by `launch`."""
 
-    def __init__(self) -> None:
+    def __init__(self, preload: list[str]) -> None:
         ours, theirs = socket.socketpair()
         package_parent = str(Path(__file__).resolve().parent.parent)
         boot = (
             "import sys; sys.path.insert(0, sys.argv[2]); "
-            "from launcher.forkserver import serve; serve(int(sys.argv[1]))"
+            "from launcher.forkserver import serve; serve(int(sys.argv[1]), sys.argv[3:])"
         )
         # The server's environment is the caller's at this moment; each launch sends the
         # caller's current environment, working directory and sys.path to its ranks anyway.
         self.process = subprocess.Popen(
-            [sys.executable, "-c", boot, str(theirs.fileno()), package_parent],
+            [sys.executable, "-c", boot, str(theirs.fileno()), package_parent, *preload],
             pass_fds=(theirs.fileno(),),
             stdin=subprocess.DEVNULL,
         )
@@ -115,6 +116,10 @@ class ForkServer:
         socket.send_fds(self.sock, [b"F"], fds)
         reply = self._reply("started")
         return reply[2]
+
+    def preload(self, modules: list[str]) -> None:
+        """Have the server import these modules before it forks the next ranks."""
+        send_frame(self.sock, ("preload", modules))
 
     def kill(self, launch_id: int) -> None:
         """SIGKILL every process of this launch that has not exited yet."""
@@ -151,6 +156,7 @@ class ForkServer:
 
 _server: ForkServer | None = None
 _server_lock = threading.Lock()
+_preloaded: list[str] = []
 
 
 def get_server() -> ForkServer:
@@ -158,8 +164,29 @@ def get_server() -> ForkServer:
     global _server
     with _server_lock:
         if _server is None or not _server.alive():
-            _server = ForkServer()
+            _server = ForkServer(_preloaded)
         return _server
+
+
+def preload(*modules: str) -> None:
+    """Import these modules in the fork server, so that every rank starts with them imported.
+
+    A module that takes long to import (``torch.distributed.tensor``, say) otherwise costs that
+    time in every rank of every launch. Only preload modules that neither initialise CUDA nor
+    start threads when imported: the server forks every rank. Inside a rank this does nothing.
+    """
+    from .rank import current_context
+
+    if current_context() is not None:
+        return
+    new = [m for m in modules if m not in _preloaded]
+    for module in new:
+        if not isinstance(module, str) or not module:
+            raise TypeError(f"preload takes module names, such as 'torch.distributed.tensor'; got {module!r}")
+    _preloaded.extend(new)
+    with _server_lock:
+        if new and _server is not None and _server.alive():
+            _server.preload(new)
 
 
 def shutdown() -> None:
@@ -174,7 +201,7 @@ def shutdown() -> None:
 # -- the server's side ------------------------------------------------------------------------
 
 
-def serve(fd: int) -> None:
+def serve(fd: int, preload: list[str]) -> None:
     """Main loop of the fork server process."""
     sock = socket.socket(fileno=fd)
     try:
@@ -188,10 +215,8 @@ def serve(fd: int) -> None:
 
         send_frame(sock, ("failed", traceback.format_exc()))
         return
+    _import_quietly(preload)
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # the launching process handles interrupts
-    # Objects created so far are never freed; keeping the collector off them saves every
-    # child from touching (and so copying) their memory pages.
-    gc.freeze()
 
     wakeup_r, wakeup_w = os.pipe()
     os.set_blocking(wakeup_w, False)
@@ -223,6 +248,8 @@ def serve(fd: int) -> None:
             for fd_ in fds:
                 os.close(fd_)
             send_frame(sock, ("started", launch_id, pids))
+        elif message[0] == "preload":
+            _import_quietly(message[1])
         elif message[0] == "kill":
             for pid, (launch_id, _) in children.items():
                 if launch_id == message[1]:
@@ -233,6 +260,16 @@ def serve(fd: int) -> None:
     while children:
         pid, status = os.waitpid(-1, 0)
         children.pop(pid, None)
+
+
+def _import_quietly(modules: list[str]) -> None:
+    """Import what was asked for; a module that fails here fails, visibly, in the ranks instead."""
+    for module in modules:
+        with contextlib.suppress(Exception):
+            importlib.import_module(module)
+    # Objects created so far are never freed; keeping the collector off them saves every
+    # child from touching (and so copying) their memory pages.
+    gc.freeze()
 
 
 def _fork_rank(rank_module: Any, spec: Any, rank: int, fds: list[int], inherited: list[int]) -> int:

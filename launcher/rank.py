@@ -298,11 +298,17 @@ def _report_failure(result_fd: int, exc: BaseException) -> NoReturn:
 
 
 def _traceback_without_launcher_frames(exc: BaseException) -> traceback.TracebackException:
+    """The exception's traceback from the user's function in, without hidden frames.
+
+    Like IPython and pytest, it leaves out frames whose code sets ``__tracebackhide__``.
+    """
     tb_exc = traceback.TracebackException.from_exception(exc, lookup_lines=False)
-    stack = list(tb_exc.stack)
-    while stack and stack[0].filename == __file__:
-        stack.pop(0)
-    tb_exc.stack = traceback.StackSummary.from_list(stack)
+    shown = [
+        (frame, lineno)
+        for frame, lineno in traceback.walk_tb(exc.__traceback__)
+        if frame.f_code is not run_rank.__code__ and not frame.f_locals.get("__tracebackhide__")
+    ]
+    tb_exc.stack = traceback.StackSummary.extract(iter(shown), lookup_lines=False)
     return tb_exc
 
 
@@ -338,6 +344,9 @@ def _describe_stack(frame: Any) -> list[dict[str, Any]]:
     """The main thread's stack, outermost first, from the user's function inwards, as plain data."""
     frames = []
     while frame is not None and frame.f_code is not run_rank.__code__:
+        if frame.f_locals.get("__tracebackhide__"):  # as IPython and pytest do
+            frame = frame.f_back
+            continue
         frames.append(
             {
                 "filename": frame.f_code.co_filename,

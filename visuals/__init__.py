@@ -1,0 +1,37 @@
+"""Plots and widgets the notebooks share (matplotlib and ipywidgets)."""
+
+from .collectives import (
+    collective_explorer,
+    draw_collective,
+    draw_ring_step,
+    draw_tree_broadcast,
+    ring_contents,
+    ring_explorer,
+    ring_schedule,
+    tree_rounds,
+)
+from .memory import (
+    cache_sizes,
+    describe_machine,
+    plot_bandwidth_sweep,
+    plot_link_bandwidths,
+    plot_roofline,
+    plot_transfer_times,
+)
+
+__all__ = [
+    "cache_sizes",
+    "collective_explorer",
+    "describe_machine",
+    "draw_collective",
+    "draw_ring_step",
+    "draw_tree_broadcast",
+    "plot_bandwidth_sweep",
+    "plot_link_bandwidths",
+    "plot_roofline",
+    "plot_transfer_times",
+    "ring_contents",
+    "ring_explorer",
+    "ring_schedule",
+    "tree_rounds",
+]

@@ -1,0 +1,170 @@
+"""Checks that test cells call. A failing check says what was expected, where, and for which inputs.
+
+Every check raises `CheckFailed` (an AssertionError, so nbgrader counts it as a failed test)
+with a message a student can act on. Where a wrong answer is typical, the test passes it in
+``mistakes`` and the message names the mistake instead of only the numbers.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import torch
+
+from launcher import LaunchError, launch
+
+
+class CheckFailed(AssertionError):
+    """A test's expectation was not met; the message explains what and where."""
+
+
+def fail(message: str) -> None:
+    __tracebackhide__ = True
+    raise CheckFailed(message)
+
+
+def expect_close(
+    actual: Any,
+    expected: float,
+    what: str,
+    *,
+    rel: float = 1e-6,
+    mistakes: dict[str, float] | None = None,
+) -> None:
+    """Check a number. ``mistakes`` maps a typical mistake's description to the value it gives."""
+    __tracebackhide__ = True
+    if isinstance(actual, torch.Tensor) and actual.numel() == 1:
+        actual = actual.item()
+    if not isinstance(actual, (int, float)) or isinstance(actual, bool):
+        fail(f"{what}: expected a number close to {expected:.6g}, got {actual!r} ({type(actual).__name__}).")
+    if math.isclose(actual, expected, rel_tol=rel, abs_tol=1e-12):
+        return
+    message = f"{what}: expected {expected:.6g}, got {actual:.6g}."
+    for mistake, value in (mistakes or {}).items():
+        if math.isclose(actual, value, rel_tol=rel, abs_tol=1e-12):
+            message += f" That is what you get if you {mistake}."
+            break
+    else:
+        if expected and actual and _is_power_of_eight_ratio(actual / expected):
+            message += " It is off by a factor of 8: are bits and bytes mixed up?"
+    fail(message)
+
+
+def _is_power_of_eight_ratio(ratio: float) -> bool:
+    return any(math.isclose(ratio, f, rel_tol=1e-6) for f in (8.0, 1 / 8))
+
+
+def expect_equal(actual: Any, expected: Any, what: str, *, mistakes: dict[str, Any] | None = None) -> None:
+    """Check a value that has one right answer (a string, an int, a tuple, ...)."""
+    __tracebackhide__ = True
+    if actual == expected:
+        return
+    message = f"{what}: expected {expected!r}, got {actual!r}."
+    for mistake, value in (mistakes or {}).items():
+        if actual == value:
+            message += f" That is what you get if you {mistake}."
+            break
+    fail(message)
+
+
+def expect_tensor(
+    actual: Any,
+    expected: torch.Tensor,
+    what: str,
+    *,
+    mistakes: dict[str, torch.Tensor] | None = None,
+    exact: bool | None = None,
+) -> None:
+    """Check a tensor's type, shape, dtype and values; name the first element that differs.
+
+    Values must be equal for integer tensors (or when ``exact``), close otherwise.
+    """
+    __tracebackhide__ = True
+    if not isinstance(actual, torch.Tensor):
+        fail(f"{what}: expected a tensor, got {_short(actual)} ({type(actual).__name__}).")
+    if actual.shape != expected.shape:
+        message = f"{what}: expected shape {tuple(expected.shape)}, got {tuple(actual.shape)}."
+    elif actual.dtype != expected.dtype:
+        message = f"{what}: expected dtype {expected.dtype}, got {actual.dtype}."
+    elif _same(actual, expected, exact):
+        return
+    else:
+        message = f"{what}: expected {_short(expected)}, got {_short(actual)}"
+        index = int((actual.detach().cpu() != expected.detach().cpu()).flatten().nonzero()[0])
+        message += (
+            f"; the first difference is at flat index {index}: expected "
+            f"{expected.flatten()[index].item()!r}, got {actual.flatten()[index].item()!r}."
+        )
+    for mistake, value in (mistakes or {}).items():
+        if value.shape == actual.shape and value.dtype == actual.dtype and _same(actual, value, exact):
+            message += f" That is what you get if you {mistake}."
+            break
+    fail(message)
+
+
+def _same(a: torch.Tensor, b: torch.Tensor, exact: bool | None) -> bool:
+    a, b = a.detach().cpu(), b.detach().cpu()
+    if exact or (exact is None and not a.is_floating_point()):
+        return torch.equal(a, b)
+    return torch.allclose(a, b, rtol=1e-5, atol=1e-6)
+
+
+def _short(value: Any, limit: int = 160) -> str:
+    if isinstance(value, torch.Tensor):
+        text = str(value.tolist()) if value.numel() <= 16 else f"tensor of shape {tuple(value.shape)}"
+    else:
+        text = repr(value)
+    return text if len(text) <= limit else text[:limit] + "..."
+
+
+def run_ranks(
+    fn: Callable[..., Any], world_size: int, *args: Any, timeout: float = 20, what: str = "", **kwargs: Any
+) -> list:
+    """`launch` for tests: a failure becomes a CheckFailed that keeps the launcher's report.
+
+    ``what`` says what was being run, for the message (default: the function's name).
+    """
+    __tracebackhide__ = True
+    try:
+        return launch(fn, world_size, *args, timeout=timeout, **kwargs)
+    except LaunchError as err:
+        ranks = f"{world_size} rank{'s' if world_size != 1 else ''}"
+        fail(f"{what or getattr(fn, '__name__', 'the function')} on {ranks} failed:\n{err}")
+    return []  # not reached
+
+
+class FakeClock:
+    """A clock for timing code in tests: each (start, stop) pair of calls is ``durations[i]`` apart.
+
+    Passing it where a function takes ``clock=time.perf_counter`` makes the measured times known
+    in advance, so a test can check the function's arithmetic exactly. ``calls`` counts calls.
+    """
+
+    def __init__(self, durations: Sequence[float], start: float = 1000.0) -> None:
+        self.readings: list[float] = []
+        now = start
+        for duration in durations:
+            self.readings += [now, now + duration]
+            now += duration + 1.0
+        self.calls = 0
+
+    def __call__(self) -> float:
+        if self.calls >= len(self.readings):
+            fail(
+                f"The clock was read {self.calls + 1} times, but the code should read it "
+                f"{len(self.readings)} times: once before and once after each timed run "
+                "(and never around the warm-up)."
+            )
+        reading = self.readings[self.calls]
+        self.calls += 1
+        return reading
+
+    def expect_all_read(self, what: str) -> None:
+        __tracebackhide__ = True
+        if self.calls != len(self.readings):
+            fail(
+                f"{what}: the clock was read {self.calls} times; expected {len(self.readings)} "
+                "(before and after each timed run). Use the clock argument, not time.perf_counter."
+            )
