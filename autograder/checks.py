@@ -163,6 +163,11 @@ class FakeClock:
 
     def expect_all_read(self, what: str) -> None:
         __tracebackhide__ = True
+        if self.calls == 0:
+            fail(
+                f"{what}: the clock it was given was never read. Time with the clock argument "
+                "(the tests pass a fake one whose readings they know), not with time.perf_counter."
+            )
         if self.calls != len(self.readings):
             fail(
                 f"{what}: the clock was read {self.calls} times; expected {len(self.readings)} "

@@ -18,6 +18,9 @@ from .checks import _short, expect_tensor, fail, run_ranks
 from .comm import CommLog
 
 ROOTED = ("broadcast", "reduce", "gather", "scatter")
+# torch 2.13 renamed reduce_scatter_tensor to reduce_scatter_single; older versions only have
+# the first name, and the new one warns about neither.
+_reduce_scatter_tensor = getattr(dist, "reduce_scatter_single", None) or dist.reduce_scatter_tensor
 COLLECTIVES = (
     "broadcast",
     "reduce",
@@ -75,7 +78,7 @@ def run_collective(rank: int, world_size: int, name: str, inputs: list[torch.Ten
         return out
     if name == "reduce_scatter":
         out = torch.empty(t.numel() // n, dtype=t.dtype)
-        dist.reduce_scatter_tensor(out, t)
+        _reduce_scatter_tensor(out, t)
         return out
     if name == "all_to_all":
         out = torch.empty_like(t)
@@ -97,35 +100,41 @@ def real_outputs(cases: list[tuple[str, list[torch.Tensor], int]], world_size: i
 # -- exercise 1: predicting what each collective leaves on every rank --------------------------
 
 
-def check_prediction(
-    name: str,
-    predict: Callable[..., list[Any]],
+def check_predictions(
+    predictions: dict[str, Callable[..., list[Any]]],
     world_sizes: Sequence[int] = (4,),
     seeds: Sequence[int | None] = (None,),
 ) -> None:
-    """Check ``predict(inputs[, root])`` against torch's collective on every rank and root."""
+    """Check each ``predictions[name](inputs[, root])`` against torch's collective ``name``,
+    on every rank, from every root, for each world size and seed (one launch per world size)."""
     __tracebackhide__ = True
     for world_size in world_sizes:
-        roots = range(world_size) if name in ROOTED else [0]
-        cases = [(name, collective_inputs(name, world_size, seed), root) for seed in seeds for root in roots]
-        for (_, inputs, root), real in zip(cases, real_outputs(cases, world_size), strict=True):
-            call = f"after_{name}({_short(inputs)}{f', {root}' if name in ROOTED else ''})"
-            predicted = predict(inputs, root) if name in ROOTED else predict(inputs)
-            if not isinstance(predicted, (list, tuple)) or len(predicted) != world_size:
-                fail(
-                    f"{call} should return a list with one entry per rank ({world_size}); "
-                    f"got {_short(predicted)}."
-                )
-            for rank, (mine, theirs) in enumerate(zip(predicted, real, strict=True)):
-                where = f"{call}, rank {rank}"
-                if theirs is None:
-                    if mine is not None:
-                        fail(
-                            f"{where}: this rank receives nothing from {name}, so predict None; "
-                            f"got {_short(mine)}."
-                        )
-                    continue
-                expect_tensor(mine, theirs, where, mistakes=_prediction_mistakes(name, inputs, rank, root))
+        cases = [
+            (name, collective_inputs(name, world_size, seed), root)
+            for name in predictions
+            for seed in seeds
+            for root in (range(world_size) if name in ROOTED else [0])
+        ]
+        for (name, inputs, root), real in zip(cases, real_outputs(cases, world_size), strict=True):
+            _compare_prediction(name, predictions[name], inputs, root, real)
+
+
+def _compare_prediction(
+    name: str, predict: Callable, inputs: list[torch.Tensor], root: int, real: list
+) -> None:
+    __tracebackhide__ = True
+    world_size = len(inputs)
+    call = f"after_{name}({_short(inputs)}{f', {root}' if name in ROOTED else ''})"
+    predicted = predict(inputs, root) if name in ROOTED else predict(inputs)
+    if not isinstance(predicted, (list, tuple)) or len(predicted) != world_size:
+        fail(f"{call} should return a list with one entry per rank ({world_size}); got {_short(predicted)}.")
+    for rank, (mine, theirs) in enumerate(zip(predicted, real, strict=True)):
+        where = f"{call}, rank {rank}"
+        if theirs is None:
+            if mine is not None:
+                fail(f"{where}: this rank receives nothing from {name}, so predict None; got {_short(mine)}.")
+            continue
+        expect_tensor(mine, theirs, where, mistakes=_prediction_mistakes(name, inputs, rank, root))
 
 
 def _prediction_mistakes(

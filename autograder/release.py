@@ -1,0 +1,85 @@
+"""Regenerate the student release, notebooks/, from the instructors' solutions/, with nbgrader.
+
+    python -m autograder.release                   # every assignment in solutions/
+    python -m autograder.release 02-collectives    # just this one
+    python -m autograder.release --force           # even over uncommitted changes in notebooks/
+
+Each assignment goes through ``nbgrader generate_assignment``, which writes notebooks/<id>/ and
+records the assignment (its cells and points) in the gradebook that autograding needs. The
+command refuses to run while git shows uncommitted changes under notebooks/: in a student's
+clone of the course, those are the student's answers.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def assignments(root: Path = ROOT) -> list[str]:
+    """The assignments: one folder per notebook under solutions/, e.g. "01-memory-hierarchy"."""
+    return sorted(p.name for p in (root / "solutions").iterdir() if p.is_dir() and any(p.glob("*.ipynb")))
+
+
+def uncommitted_changes(root: Path = ROOT) -> list[str]:
+    """Files under notebooks/ that git shows as changed (nothing if this is not a git checkout)."""
+    try:
+        status = subprocess.run(
+            ["git", "status", "--porcelain", "--", "notebooks"],
+            cwd=root,
+            capture_output=True,
+            text=True,
+            check=True,
+        ).stdout
+    except (OSError, subprocess.CalledProcessError):
+        return []
+    return [line[3:] for line in status.splitlines()]
+
+
+def nbgrader_environment() -> dict[str, str]:
+    """The environment for running nbgrader: its helper commands (alembic) must be on PATH."""
+    env = dict(os.environ)
+    env["PATH"] = os.pathsep.join([str(Path(sys.executable).parent), env.get("PATH", "")])
+    return env
+
+
+def generate(ids: list[str], root: Path = ROOT, *, database: bool = True) -> None:
+    """Run ``nbgrader generate_assignment`` for each assignment (``"*"``: all of them), from ``root``."""
+    for assignment in ids:
+        command = [sys.executable, "-m", "nbgrader", "generate_assignment", assignment, "--force"]
+        if not database:
+            command.append("--no-db")
+        subprocess.run(command, cwd=root, env=nbgrader_environment(), check=True)
+
+
+def main(argv: list[str] | None = None, root: Path = ROOT) -> int:
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument("assignments", nargs="*", help="assignment ids (default: all in solutions/)")
+    parser.add_argument("--force", action="store_true", help="overwrite uncommitted changes in notebooks/")
+    options = parser.parse_args(argv)
+    known = assignments(root)
+    unknown = [a for a in options.assignments if a not in known]
+    if unknown:
+        parser.error(f"no such assignment: {', '.join(unknown)} (solutions/ has {', '.join(known)})")
+    changed = uncommitted_changes(root)
+    if changed and not options.force:
+        listing = "\n  ".join(changed)
+        print(
+            f"notebooks/ has uncommitted changes, which regenerating would overwrite:\n  {listing}\n"
+            "If they are a student's answers, keep a copy first. To overwrite them, run again with --force.",
+            file=sys.stderr,
+        )
+        return 1
+    generate(options.assignments or ["*"], root)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

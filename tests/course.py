@@ -1,0 +1,113 @@
+"""The course's notebooks as the tests see them: solution code, and submissions made from it.
+
+A deliberately wrong submission is a file under tests/wrong_submissions/<assignment>/ whose
+docstring says which solution cell it goes into and which test cells must then fail:
+
+    \"\"\"What is wrong, in a sentence.
+
+    replaces: ring
+    fails: test_ring test_ring_more
+    \"\"\"
+
+Its code is appended to that cell's solution, so its definitions replace the right ones.
+"""
+
+from __future__ import annotations
+
+import ast
+import copy
+import re
+from dataclasses import dataclass
+from pathlib import Path
+
+import nbformat
+
+from autograder.release import assignments
+
+REPO = Path(__file__).resolve().parent.parent
+WRONG = REPO / "tests" / "wrong_submissions"
+ASSIGNMENTS = assignments(REPO)
+
+
+def notebook_path(folder: str, assignment: str) -> Path:
+    (path,) = (REPO / folder / assignment).glob("*.ipynb")
+    return path
+
+
+def read(path: Path) -> nbformat.NotebookNode:
+    return nbformat.read(path, as_version=4)
+
+
+def grade_id(cell: nbformat.NotebookNode) -> str | None:
+    return cell.metadata.get("nbgrader", {}).get("grade_id")
+
+
+def is_solution(cell: nbformat.NotebookNode) -> bool:
+    return bool(cell.metadata.get("nbgrader", {}).get("solution"))
+
+
+def is_test(cell: nbformat.NotebookNode) -> bool:
+    return bool(cell.metadata.get("nbgrader", {}).get("grade")) and cell.cell_type == "code"
+
+
+def solution_code(source: nbformat.NotebookNode) -> dict[str, str]:
+    """Each solution cell's code as a student would write it (the solution markers removed)."""
+    return {
+        grade_id(cell): re.sub(r"[ \t]*### (BEGIN|END) SOLUTION\n", "", cell.source + "\n").rstrip("\n")
+        for cell in source.cells
+        if is_solution(cell)
+    }
+
+
+def submission(release: nbformat.NotebookNode, code: dict[str, str]) -> nbformat.NotebookNode:
+    """The release notebook with these solution cells filled in, as a student hands it in."""
+    filled = copy.deepcopy(release)
+    for cell in filled.cells:
+        if is_solution(cell) and grade_id(cell) in code:
+            cell.source = code[grade_id(cell)]
+    return filled
+
+
+def exercise_tests(source: nbformat.NotebookNode) -> dict[str, list[str]]:
+    """Solution cell -> the test cells that check it (those before the next solution cell)."""
+    tests: dict[str, list[str]] = {}
+    current = None
+    for cell in source.cells:
+        if is_solution(cell):
+            current = grade_id(cell)
+            tests[current] = []
+        elif is_test(cell) and current is not None:
+            tests[current].append(grade_id(cell))
+    return tests
+
+
+@dataclass
+class WrongSubmission:
+    """One deliberately wrong answer to one exercise."""
+
+    path: Path
+    assignment: str
+    replaces: str  # the solution cell's grade id
+    fails: list[str]  # the test cells' grade ids that must fail
+    code: str
+
+    @property
+    def name(self) -> str:
+        return f"{self.assignment}/{self.path.stem}"
+
+    def cell_code(self, solutions: dict[str, str]) -> str:
+        return f"{solutions[self.replaces]}\n\n\n# A deliberately wrong answer: {self.path.name}\n{self.code}"
+
+
+def wrong_submissions(assignment: str) -> list[WrongSubmission]:
+    found = []
+    for path in sorted((WRONG / assignment).glob("*.py")):
+        code = path.read_text()
+        doc = ast.get_docstring(ast.parse(code)) or ""
+        fields = dict(re.findall(r"^(replaces|fails):\s*(.+)$", doc, flags=re.MULTILINE))
+        if "replaces" not in fields or "fails" not in fields:
+            raise ValueError(f"{path}: its docstring must have a 'replaces:' line and a 'fails:' line")
+        found.append(
+            WrongSubmission(path, assignment, fields["replaces"].strip(), fields["fails"].split(), code)
+        )
+    return found

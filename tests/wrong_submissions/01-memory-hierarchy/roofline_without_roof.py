@@ -1,0 +1,9 @@
+"""Forgets the roof: attainable FLOP/s grows with intensity for ever.
+
+replaces: roofline
+fails: test_roofline
+"""
+
+
+def attainable_flops(intensity: float, peak_flops: float, bandwidth: float) -> float:
+    return intensity * bandwidth
