@@ -1,22 +1,40 @@
 """What the notebooks' test cells call: checks with messages a student can act on.
 
-- `checks`: compare numbers and tensors (`expect_close`, `expect_equal`, `expect_tensor`), run a
-  function on ranks for a test (`run_ranks`), and a `FakeClock` for checking timing code.
+- `checks`: compare numbers and tensors (`expect_close`, `expect_equal`, `expect_tensor`), and
+  ranks' results with each other and with a single-process reference
+  (`expect_same_on_every_rank`, `expect_matches_reference`); run a function on ranks for a test
+  (`run_ranks`); a `FakeClock` for checking timing code.
 - `comm`: `CommLog`, which records the collectives and messages a rank issues.
 - `collectives`: the checks of notebook 02's exercises.
 
 The nbgrader configuration the course ships is in `autograder/nbgrader_config.py`.
 """
 
-from .checks import CheckFailed, FakeClock, expect_close, expect_equal, expect_tensor, fail, run_ranks
+from .checks import (
+    COPY_OPS,
+    MATMUL_OPS,
+    CheckFailed,
+    FakeClock,
+    expect_close,
+    expect_equal,
+    expect_matches_reference,
+    expect_same_on_every_rank,
+    expect_tensor,
+    fail,
+    run_ranks,
+)
 from .comm import CommLog
 
 __all__ = [
+    "COPY_OPS",
+    "MATMUL_OPS",
     "CheckFailed",
     "CommLog",
     "FakeClock",
     "expect_close",
     "expect_equal",
+    "expect_matches_reference",
+    "expect_same_on_every_rank",
     "expect_tensor",
     "fail",
     "run_ranks",

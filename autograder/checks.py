@@ -8,12 +8,18 @@ with a message a student can act on. Where a wrong answer is typical, the test p
 from __future__ import annotations
 
 import math
+import numbers
 from collections.abc import Callable, Sequence
 from typing import Any
 
 import torch
+from torch.utils._python_dispatch import TorchDispatchMode
 
 from launcher import LaunchError, launch
+
+# The tensor operations that count as a copy, and as a matrix multiply, in timed code.
+COPY_OPS = ("copy_", "clone", "_to_copy")
+MATMUL_OPS = ("mm", "addmm", "matmul", "bmm")
 
 
 class CheckFailed(AssertionError):
@@ -37,8 +43,9 @@ def expect_close(
     __tracebackhide__ = True
     if isinstance(actual, torch.Tensor) and actual.numel() == 1:
         actual = actual.item()
-    if not isinstance(actual, (int, float)) or isinstance(actual, bool):
+    if not isinstance(actual, numbers.Real) or isinstance(actual, bool):
         fail(f"{what}: expected a number close to {expected:.6g}, got {actual!r} ({type(actual).__name__}).")
+    actual = float(actual)  # numpy's scalars too
     if math.isclose(actual, expected, rel_tol=rel, abs_tol=1e-12):
         return
     message = f"{what}: expected {expected:.6g}, got {actual:.6g}."
@@ -124,15 +131,33 @@ def run_ranks(
 ) -> list:
     """`launch` for tests: a failure becomes a CheckFailed that keeps the launcher's report.
 
-    ``what`` says what was being run, for the message (default: the function's name).
+    Tests run on Gloo, on the CPU, wherever they run, so that a test means the same with or
+    without GPUs. ``what`` says what was being run, for the message (default: the function's name).
     """
     __tracebackhide__ = True
     try:
-        return launch(fn, world_size, *args, timeout=timeout, **kwargs)
+        return launch(fn, world_size, *args, backend="gloo", timeout=timeout, **kwargs)
     except LaunchError as err:
         ranks = f"{world_size} rank{'s' if world_size != 1 else ''}"
         fail(f"{what or getattr(fn, '__name__', 'the function')} on {ranks} failed:\n{err}")
     return []  # not reached
+
+
+def expect_same_on_every_rank(results: Sequence[Any], what: str) -> None:
+    """Check that every rank returned the same tensor (or value) as rank 0."""
+    __tracebackhide__ = True
+    for rank, result in enumerate(results[1:], start=1):
+        if isinstance(results[0], torch.Tensor):
+            expect_tensor(result, results[0], f"{what}: rank {rank} differs from rank 0, which")
+        else:
+            expect_equal(result, results[0], f"{what}: rank {rank} differs from rank 0, which")
+
+
+def expect_matches_reference(results: Sequence[Any], reference: torch.Tensor, what: str) -> None:
+    """Check every rank's tensor against a reference computed in a single process."""
+    __tracebackhide__ = True
+    for rank, result in enumerate(results):
+        expect_tensor(result, reference, f"{what}: rank {rank} (against the single-process reference)")
 
 
 class FakeClock:
@@ -140,6 +165,8 @@ class FakeClock:
 
     Passing it where a function takes ``clock=time.perf_counter`` makes the measured times known
     in advance, so a test can check the function's arithmetic exactly. ``calls`` counts calls.
+    Inside ``with clock.watch():`` it also records, in order, the clock readings and the tensor
+    operations run between them, for `expect_timed_runs`.
     """
 
     def __init__(self, durations: Sequence[float], start: float = 1000.0) -> None:
@@ -149,6 +176,7 @@ class FakeClock:
             self.readings += [now, now + duration]
             now += duration + 1.0
         self.calls = 0
+        self.timeline: list[tuple] = []  # ("clock",) and ("op", name, dtype, numel, shape)
 
     def __call__(self) -> float:
         if self.calls >= len(self.readings):
@@ -159,6 +187,7 @@ class FakeClock:
             )
         reading = self.readings[self.calls]
         self.calls += 1
+        self.timeline.append(("clock",))
         return reading
 
     def expect_all_read(self, what: str) -> None:
@@ -173,3 +202,44 @@ class FakeClock:
                 f"{what}: the clock was read {self.calls} times; expected {len(self.readings)} "
                 "(before and after each timed run). Use the clock argument, not time.perf_counter."
             )
+
+    def watch(self) -> _Watching:
+        """Record the tensor operations run from now on, interleaved with the clock readings."""
+        return _Watching(self.timeline)
+
+    def expect_timed_runs(
+        self, what: str, ops: tuple[str, ...], operation: str, dtype: torch.dtype, numel: int
+    ) -> None:
+        """Check the timeline: at least one ``ops`` operation (the warm-up) before the first
+        reading, and exactly one, on ``numel`` elements of ``dtype``, between each start and stop."""
+        __tracebackhide__ = True
+        events = [e for e in self.timeline if e[0] == "clock" or e[1] in ops]
+        readings = [i for i, e in enumerate(events) if e[0] == "clock"]
+        if not readings or not any(e[0] == "op" for e in events[: readings[0]]):
+            fail(f"{what}: no {operation} before the first clock reading; warm up with an untimed one.")
+        for run, (start, stop) in enumerate(zip(readings[::2], readings[1::2], strict=False), start=1):
+            inside = events[start + 1 : stop]
+            if len(inside) != 1:
+                fail(f"{what}: timed run {run} did {len(inside)} {operation}s; time exactly one per run.")
+            _, _, op_dtype, op_numel, shape = inside[0]
+            if op_dtype != dtype or op_numel != numel:
+                fail(
+                    f"{what}: timed run {run} did a {operation} of {op_numel} {op_dtype} elements "
+                    f"(shape {list(shape)}); it should be of {numel} {dtype} elements."
+                )
+
+
+class _Watching(TorchDispatchMode):
+    """Appends each tensor operation (name, dtype, size of its first tensor) to a timeline."""
+
+    def __init__(self, timeline: list[tuple]) -> None:
+        super().__init__()
+        self.timeline = timeline
+
+    def __torch_dispatch__(self, func: Any, types: Any, args: tuple = (), kwargs: dict | None = None) -> Any:
+        first = next((a for a in args if isinstance(a, torch.Tensor)), None)
+        if first is not None:
+            self.timeline.append(
+                ("op", func.overloadpacket.__name__, first.dtype, first.numel(), tuple(first.shape))
+            )
+        return func(*args, **(kwargs or {}))

@@ -7,14 +7,26 @@ size, the inputs, the rank, and what that rank holds compared with what it shoul
 
 from __future__ import annotations
 
+import contextlib
+import io
 import math
-from collections.abc import Callable, Sequence
+import re
+from collections.abc import Callable, Iterator, Sequence
 from typing import Any
 
 import torch
 import torch.distributed as dist
 
-from .checks import _short, expect_tensor, fail, run_ranks
+from launcher import get_device
+
+from .checks import (
+    _short,
+    expect_matches_reference,
+    expect_same_on_every_rank,
+    expect_tensor,
+    fail,
+    run_ranks,
+)
 from .comm import CommLog
 
 ROOTED = ("broadcast", "reduce", "gather", "scatter")
@@ -51,9 +63,10 @@ def collective_inputs(name: str, world_size: int, seed: int | None = None) -> li
 def run_collective(rank: int, world_size: int, name: str, inputs: list[torch.Tensor], root: int = 0) -> Any:
     """Inside a rank: run torch's collective on this rank's input; return what the rank holds.
 
-    Ranks that receive nothing (all but the root of a reduce or a gather) return None.
+    Ranks that receive nothing (all but the root of a reduce or a gather) return None. The
+    tensors go on the rank's device, so this runs under NCCL as well as Gloo.
     """
-    t = inputs[rank].clone()
+    t = inputs[rank].to(get_device(), copy=True)
     n = world_size
     if name == "broadcast":
         dist.broadcast(t, src=root)
@@ -73,11 +86,11 @@ def run_collective(rank: int, world_size: int, name: str, inputs: list[torch.Ten
         dist.all_gather(pieces, t)
         return torch.cat(pieces)
     if name == "scatter":
-        out = torch.empty(t.numel() // n, dtype=t.dtype)
+        out = torch.empty(t.numel() // n, dtype=t.dtype, device=t.device)
         dist.scatter(out, list(t.chunk(n)) if rank == root else None, src=root)
         return out
     if name == "reduce_scatter":
-        out = torch.empty(t.numel() // n, dtype=t.dtype)
+        out = torch.empty(t.numel() // n, dtype=t.dtype, device=t.device)
         _reduce_scatter_tensor(out, t)
         return out
     if name == "all_to_all":
@@ -116,7 +129,23 @@ def check_predictions(
             for root in (range(world_size) if name in ROOTED else [0])
         ]
         for (name, inputs, root), real in zip(cases, real_outputs(cases, world_size), strict=True):
-            _compare_prediction(name, predictions[name], inputs, root, real)
+            with _no_launching(f"after_{name}"):
+                _compare_prediction(name, predictions[name], inputs, root, real)
+
+
+@contextlib.contextmanager
+def _no_launching(name: str) -> Iterator[None]:
+    """Predictions are tensor code: running the real collective inside one fails the check."""
+    from launcher import parent
+
+    def refuse(*args: Any, **kwargs: Any) -> None:
+        fail(f"{name} launched ranks; predict with tensor code alone, without torch.distributed.")
+
+    real, parent._Launch = parent._Launch, refuse
+    try:
+        yield
+    finally:
+        parent._Launch = real
 
 
 def _compare_prediction(
@@ -178,8 +207,11 @@ def _in_place_cases(rank: int, world_size: int, fn: Callable, cases: list[tuple[
 
 
 def _rank_input(rank: int, shape: tuple, dtype: torch.dtype) -> torch.Tensor:
+    """Whole numbers: sums of floats stay exact; integers too large for float32 to hold exactly,
+    so an integer tensor sent through a float buffer comes back wrong."""
     generator = torch.Generator().manual_seed(1000 + rank)
-    return torch.randint(-50, 50, shape, generator=generator).to(dtype)
+    bound = 50 if dtype.is_floating_point else 2**40
+    return torch.randint(-bound, bound, shape, generator=generator).to(dtype)
 
 
 def _cases(sizes: Sequence[Any], dtypes: Sequence[torch.dtype]) -> list[tuple[tuple, torch.dtype]]:
@@ -217,13 +249,20 @@ def check_all_reduce_by_parts(
             cases, _check_in_place_results(fn.__name__, world_size, cases, results), strict=True
         ):
             for rank, summary in enumerate(ranks):
+                what = f"{fn.__name__} on {world_size} ranks, {list(shape)} elements: rank {rank}"
                 used = summary["collectives"]
                 if used != {"reduce_scatter": 1, "all_gather": 1}:
                     fail(
-                        f"{fn.__name__} on {world_size} ranks, {list(shape)} elements: rank {rank} called "
-                        f"{_describe_calls(used)}; it should call reduce_scatter once and all_gather once "
-                        "(and no all_reduce)."
+                        f"{what} called {_describe_calls(used)}; it should call reduce_scatter once and "
+                        "all_gather once (and no all_reduce)."
                     )
+                chunk = -(-math.prod(shape) // world_size)
+                for name, numels in summary["calls"]:
+                    if min(numels) > chunk:
+                        fail(
+                            f"{what} passed {min(numels)} elements per rank to {name}; each rank's part "
+                            f"is its chunk of the sum, about n / p = {chunk} elements."
+                        )
 
 
 def _running(fn: Callable, cases: list[tuple[tuple, torch.dtype]]) -> str:
@@ -283,6 +322,10 @@ def _check_ring_messages(what: str, rank: int, p: int, numel: int, summary: dict
     if p == 1:
         return
     send_peers, recv_peers = {peer for peer, _ in sends}, {peer for peer, _ in recvs}
+    if None in recv_peers:
+        fail(
+            f"{what}: rank {rank} received without saying from whom; pass src= (its left neighbour) to recv."
+        )
     neighbours = {(rank + 1) % p, (rank - 1) % p}
     if len(send_peers) != 1 or len(recv_peers) != 1 or not (send_peers | recv_peers) <= neighbours:
         fail(
@@ -362,30 +405,67 @@ def _check_tree_messages(what: str, src: int, p: int, rounds: int, summaries: li
     total = sum(len(s["sends"]) for s in summaries)
     if total != p - 1:
         fail(f"{what}: {total} messages were sent in all; a broadcast needs exactly p-1 = {p - 1}.")
+    # Each rank sends one message per round, from the round after it received the data.
+    arrives = {src: 0}
+    waiting = [src]
+    while waiting:
+        sender = waiting.pop(0)
+        for i, (peer, _) in enumerate(summaries[sender]["sends"]):
+            if peer not in arrives:
+                arrives[peer] = arrives[sender] + i + 1
+                waiting.append(peer)
+    last = max(arrives.values())
+    if last > rounds:
+        fail(
+            f"{what}: the data reaches the last rank in round {last}; a binomial tree reaches every "
+            f"rank in ceil(log2 {p}) = {rounds} rounds: in each round, every rank that has the data "
+            "sends it to one that does not."
+        )
 
 
 # -- exercise 5: the deadlock, fixed -------------------------------------------------------------
 
 
-def _step_with_log(rank: int, world_size: int, fn: Callable) -> tuple[Any, dict]:
-    with CommLog() as log:
+def _step_with_log(rank: int, world_size: int, fn: Callable) -> tuple[Any, dict, str]:
+    printed = io.StringIO()
+    with CommLog() as log, contextlib.redirect_stdout(printed):
         result = fn(rank, world_size)
-    return result, log.summary()
+    return result, log.summary(), printed.getvalue()
 
 
 def check_fixed_step(
     fn: Callable[[int, int], torch.Tensor],
     expected: Callable[[int], torch.Tensor],
+    expected_log: Callable[[int], float],
     world_sizes: Sequence[int] = (2, 3, 4),
 ) -> None:
-    """``fn(rank, world_size)`` must finish, return ``expected(world_size)`` on every rank, and
-    have every rank call the same collectives."""
+    """``fn(rank, world_size)`` must finish and return ``expected(world_size)`` on every rank;
+    every rank must call the same collectives, a broadcast among them; and rank 0, only, must
+    print ``expected_log(world_size)``."""
     __tracebackhide__ = True
     for p in world_sizes:
+        name = f"{fn.__name__} on {p} ranks"
         results = run_ranks(_step_with_log, p, fn, timeout=10, what=fn.__name__)
-        for rank, (result, _) in enumerate(results):
-            expect_tensor(result, expected(p), f"{fn.__name__}({rank}, {p}): the result on rank {rank}")
-        calls = [summary["collectives"] for _, summary in results]
+        returned = [result for result, _, _ in results]
+        expect_same_on_every_rank(returned, name)
+        expect_matches_reference(returned, expected(p), name)
+        calls = [summary["collectives"] for _, summary, _ in results]
         if any(c != calls[0] for c in calls):
             listing = "; ".join(f"rank {r}: {_describe_calls(c)}" for r, c in enumerate(calls))
-            fail(f"{fn.__name__} on {p} ranks: the ranks called different collectives ({listing}).")
+            fail(f"{name}: the ranks called different collectives ({listing}).")
+        if not calls[0].get("broadcast"):
+            fail(f"{name}: no broadcast; the learning rate must come from rank 0.")
+        _check_log(name, expected_log(p), [printed for _, _, printed in results])
+
+
+def _check_log(name: str, expected: float, printed: list[str]) -> None:
+    __tracebackhide__ = True
+    numbers = [float(x) for x in re.findall(r"[-+]?(?:\d+\.?\d*|\.\d+)(?:[eE][-+]?\d+)?", printed[0])]
+    if not any(math.isclose(x, expected, rel_tol=1e-4) for x in numbers):
+        fail(
+            f"{name}: rank 0 should print the mean squared gradient norm, {expected:g}; "
+            f"it printed {printed[0]!r}."
+        )
+    for rank, text in enumerate(printed[1:], start=1):
+        if text.strip():
+            fail(f"{name}: only rank 0 should print; rank {rank} printed {text!r}.")

@@ -1,10 +1,11 @@
 """Recording the communication a rank issues, so that tests can check how a result was computed.
 
-Collectives are counted by torch's own ``CommDebugMode``. Sends and receives are not: they go
-straight to the process group's C++ methods, below the dispatcher where ``CommDebugMode``
-listens, so `CommLog` also wraps ``torch.distributed``'s send/recv functions while it is active
-(calls made as ``dist.send(...)``; a name imported before with ``from torch.distributed import
-send`` is not seen).
+Collectives are counted by torch's own ``CommDebugMode``, and their sizes recorded by a small
+dispatch mode beside it. Sends and receives never reach the dispatcher: ``dist.send`` and
+friends call the process group's ``send`` and ``recv`` methods directly. So while it is active,
+`CommLog` wraps those methods on the ``ProcessGroup`` class, which sees every send and receive
+however it was called (``dist.send``, a name imported from ``torch.distributed``, or
+``batch_isend_irecv``).
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ from typing import Any
 
 import torch
 import torch.distributed as dist
+from torch.utils._python_dispatch import TorchDispatchMode
 
 import launcher
 
@@ -22,7 +24,7 @@ import launcher
 # (This process imports CommDebugMode only if it uses CommLog itself.)
 launcher.preload("torch.distributed.tensor.debug", "autograder.collectives")
 
-# CommDebugMode's op names, as the torch.distributed functions that issue them.
+# The c10d ops that collectives dispatch, as the torch.distributed functions that issue them.
 _COLLECTIVE_NAMES = {
     "allreduce_": "all_reduce",
     "allreduce_coalesced_": "all_reduce",
@@ -39,57 +41,70 @@ _COLLECTIVE_NAMES = {
     "alltoall_": "all_to_all",
     "alltoall_base_": "all_to_all",
 }
-_POINT_TO_POINT = ("send", "recv", "isend", "irecv")
 
 
 @dataclass
 class Message:
-    """One send or receive: its direction, the other rank, and how many elements and bytes."""
+    """One send or receive: its direction, the other rank (None: any), and its size."""
 
     op: str  # "send" or "recv"
     peer: int | None
     numel: int
-    nbytes: int
+
+
+@dataclass
+class Collective:
+    """One collective call and the number of elements of each tensor it was given."""
+
+    name: str
+    numels: list[int]
 
 
 @dataclass
 class CommLog:
-    """Use as ``with CommLog() as log:`` inside a rank; then read ``collectives`` and ``messages``."""
+    """Use as ``with CommLog() as log:`` inside a rank; then read ``collectives``, ``calls`` and
+    ``messages``. Peers are ranks in the process group the message used."""
 
-    collectives: dict[str, int] = field(default_factory=dict)
+    collectives: dict[str, int] = field(default_factory=dict)  # name -> count, by CommDebugMode
+    calls: list[Collective] = field(default_factory=list)
     messages: list[Message] = field(default_factory=list)
 
     def __enter__(self) -> CommLog:
-        from torch.distributed.tensor.debug import CommDebugMode
+        try:
+            from torch.distributed.tensor.debug import CommDebugMode
+        except ImportError:  # torch before 2.5 kept it private
+            from torch.distributed._tensor.debug import CommDebugMode
 
-        self._mode = CommDebugMode()
-        self._mode.__enter__()
-        self._originals = {name: getattr(dist, name) for name in (*_POINT_TO_POINT, "batch_isend_irecv")}
-        for name in _POINT_TO_POINT:
-            setattr(dist, name, _Recorder(self._originals[name], self.messages))
-        dist.batch_isend_irecv = self._recording_batch(self._originals["batch_isend_irecv"])
+        self._counting = CommDebugMode()
+        self._sizing = _CollectiveSizes(self.calls)
+        self._counting.__enter__()
+        self._sizing.__enter__()
+        group = dist.ProcessGroup
+        self._originals = {name: getattr(group, name) for name in ("send", "recv", "recv_anysource")}
+        group.send = self._recording("send", self._originals["send"])
+        group.recv = self._recording("recv", self._originals["recv"])
+        group.recv_anysource = self._recording("recv", self._originals["recv_anysource"], any_source=True)
         return self
 
     def __exit__(self, *exc: Any) -> None:
         for name, original in self._originals.items():
-            setattr(dist, name, original)
-        self._mode.__exit__(*exc)
-        for op, count in self._mode.get_comm_counts().items():
+            setattr(dist.ProcessGroup, name, original)
+        self._sizing.__exit__(*exc)
+        self._counting.__exit__(*exc)
+        for op, count in self._counting.get_comm_counts().items():
             name = _COLLECTIVE_NAMES.get(getattr(op, "__name__", str(op)).split(".")[-1], str(op))
             self.collectives[name] = self.collectives.get(name, 0) + count
 
-    def _recording_batch(self, original: Any) -> Any:
-        def batch_isend_irecv(p2p_op_list: list[Any]) -> Any:
-            __tracebackhide__ = True
-            for p2p in p2p_op_list:
-                if isinstance(p2p.op, _Recorder):
-                    p2p.op = p2p.op.original  # torch checks `op is isend`
-                direction = "send" if p2p.op is self._originals["isend"] else "recv"
-                t = p2p.tensor
-                self.messages.append(Message(direction, p2p.peer, t.numel(), t.numel() * t.element_size()))
-            return original(p2p_op_list)
+    def _recording(self, direction: str, original: Any, any_source: bool = False) -> Any:
+        messages = self.messages
 
-        return batch_isend_irecv
+        def record(group: Any, tensors: list[torch.Tensor], *args: Any, **kwargs: Any) -> Any:
+            __tracebackhide__ = True
+            peer = None if any_source else args[0]
+            messages.append(Message(direction, peer, sum(t.numel() for t in tensors)))
+            return original(group, tensors, *args, **kwargs)
+
+        return record
 
     @property
     def sends(self) -> list[Message]:
@@ -100,38 +115,32 @@ class CommLog:
         return [m for m in self.messages if m.op == "recv"]
 
     def summary(self) -> dict[str, Any]:
-        """Plain data to return from a rank: collective counts and per-message details."""
+        """Plain data to return from a rank: collective counts and sizes, and the messages."""
         return {
             "collectives": dict(self.collectives),
+            "calls": [(c.name, c.numels) for c in self.calls],
             "sends": [(m.peer, m.numel) for m in self.sends],
             "recvs": [(m.peer, m.numel) for m in self.recvs],
         }
 
 
-class _Recorder:
-    """Stands in for ``dist.send`` (or recv, isend, irecv): records each call, then makes it.
+class _CollectiveSizes(TorchDispatchMode):
+    """Records each c10d collective the dispatcher sees, with the sizes of its tensors."""
 
-    It compares equal to the function it wraps, because ``P2POp`` checks that its op is one of
-    torch's own ``isend`` and ``irecv``.
-    """
+    def __init__(self, calls: list[Collective]) -> None:
+        super().__init__()
+        self.calls = calls
 
-    def __init__(self, original: Any, messages: list[Message]) -> None:
-        self.original = original
-        self.messages = messages
-        self.direction = "send" if "send" in original.__name__ else "recv"
-        self.__name__ = original.__name__
+    def __torch_dispatch__(self, func: Any, types: Any, args: tuple = (), kwargs: dict | None = None) -> Any:
+        name = _COLLECTIVE_NAMES.get(func.overloadpacket.__name__)
+        if name and func.namespace == "c10d":
+            self.calls.append(Collective(name, _numels(args)))
+        return func(*args, **(kwargs or {}))
 
-    def __call__(self, tensor: torch.Tensor, *args: Any, **kwargs: Any) -> Any:
-        __tracebackhide__ = True
-        key = "dst" if self.direction == "send" else "src"
-        peer = kwargs.get(key, args[0] if args else kwargs.get(f"group_{key}"))
-        self.messages.append(
-            Message(self.direction, peer, tensor.numel(), tensor.numel() * tensor.element_size())
-        )
-        return self.original(tensor, *args, **kwargs)
 
-    def __eq__(self, other: object) -> bool:
-        return other is self or other is self.original
-
-    def __hash__(self) -> int:
-        return hash(self.original)
+def _numels(value: Any) -> list[int]:
+    if isinstance(value, torch.Tensor):
+        return [value.numel()]
+    if isinstance(value, (list, tuple)):
+        return [n for item in value for n in _numels(item)]
+    return []

@@ -35,15 +35,28 @@ class RankFailure:
     """The rank's traceback, formatted, starting at the function given to launch."""
     exitcode: int | None = None
     """The process's exit code if it died without raising; negative: killed by that signal."""
-    phase: str = "running"
+    phase: str = "running your function"
 
     def describe(self) -> str:
+        from .forkserver import EXIT_INTERNAL
+        from .rank import RETURNED, RUNNING, SENDING
+
         if self.exception is not None:
-            if self.phase.startswith("returned"):
+            if self.phase == SENDING:
+                text = str(self.exception)
+                if isinstance(self.exception, RankException):
+                    text = text.split(": ", 1)[-1]
+                return f"returned something that cannot be sent back: {text}"
+            if self.phase == RETURNED:
                 return f"returned, then raised {_one_line(self.exception)} while shutting down"
             what = f"raised {_one_line(self.exception)}"
-            return what if self.phase == "running" else f"{what} while {self.phase}"
-        when = "after returning" if self.phase.startswith("returned") else "before returning"
+            return what if self.phase == RUNNING else f"{what} while {self.phase}"
+        when = "after returning" if self.phase == RETURNED else "before returning"
+        if self.exitcode == EXIT_INTERNAL:
+            return (
+                f"failed inside the launcher itself (exit code {EXIT_INTERNAL}) {when}; "
+                "its output, above, says why"
+            )
         if self.exitcode is not None and self.exitcode < 0:
             return f"was killed by signal {_signal_name(-self.exitcode)} {when}"
         return f"exited with code {self.exitcode} {when}"
@@ -197,16 +210,21 @@ class RankStack:
         args = ", ".join(f"{k}={v}" for k, v in frame["peers"].items() if k in ("src", "dst"))
         return f"{frame['name']}({args})" if args else frame["name"]
 
-    def waits_for(self, world_size: int) -> set[int]:
-        """The ranks this rank needs to get unstuck (empty if it is not in torch.distributed)."""
+    def waits_for(self, world_size: int) -> tuple[set[int], bool]:
+        """The ranks this rank needs to get unstuck, and whether it needs all of them.
+
+        A collective needs every other rank of its group; a send or recv, its one peer; a recv
+        from any source, any one rank of its group. Empty if the rank is not in torch.distributed.
+        """
         frame = self._torch_frame
         if frame is None:
-            return set()
+            return set(), True
         peers = frame["peers"]
         if frame["name"] in _POINT_TO_POINT and ("src" in peers or "dst" in peers):
-            return {peers.get("src", peers.get("dst"))}
+            return {peers.get("src", peers.get("dst"))}, True
         group = peers.get("group")
-        return (set(group) if group is not None else set(range(world_size))) - {self.rank}
+        others = (set(group) if group is not None else set(range(world_size))) - {self.rank}
+        return others, frame["name"] not in _POINT_TO_POINT
 
     def same_place(self, other: RankStack) -> bool:
         """True if both looks found the rank in the same call, having done no work in between."""
@@ -226,15 +244,31 @@ def never_finishing(stacks: dict[int, RankStack], returned: set[int], world_size
     A collective needs every rank of its group and a send or recv needs its peer. So a rank
     blocked in torch.distributed waits forever if it needs a rank that has returned, or a rank
     that is itself stuck, or if it is one of a circle of ranks that all receive (or all send)
-    from the next. A rank blocked in ``wait()`` on an async request is not judged.
+    from the next. A recv from any source waits forever only once every possible sender has
+    returned or is stuck. A rank blocked in ``wait()`` on an async request is not judged.
     """
     waits = {rank: stack.waits_for(world_size) for rank, stack in stacks.items()}
-    waits = {rank: needs for rank, needs in waits.items() if needs}
+    waits = {rank: (needs, needs_all) for rank, (needs, needs_all) in waits.items() if needs}
     stuck: dict[int, str] = {}
-    for rank, needs in waits.items():
-        gone = sorted(needs & returned)
+
+    def blocked_by(needs: set[int], needs_all: bool, gone: set[int]) -> list[int]:
+        hit = needs & gone
+        return sorted(hit) if (hit if needs_all else needs <= gone) else []
+
+    def why(rank: int, blockers: list[int]) -> str:
+        parts = []
+        done = [b for b in blockers if b in returned]
+        if done:
+            parts.append(f"{_ranks_label(done)}, which already returned")
+        waiting = [b for b in blockers if b not in returned]
+        if waiting:
+            parts.append(f"{_ranks_label(waiting)}, stuck too")
+        return f"waits in {stacks[rank].call} for " + " and ".join(parts)
+
+    for rank, (needs, needs_all) in waits.items():
+        gone = blocked_by(needs, needs_all, returned)
         if gone:
-            stuck[rank] = f"waits in {stacks[rank].call} for {_ranks_label(gone)}, which already returned"
+            stuck[rank] = why(rank, gone)
     for rank in waits:
         circle = _circle_from(rank, waits, stacks)
         if circle and rank not in stuck:
@@ -245,22 +279,24 @@ def never_finishing(stacks: dict[int, RankStack], returned: set[int], world_size
     changed = True
     while changed:
         changed = False
-        for rank, needs in waits.items():
-            blocked_by = sorted(needs & set(stuck))
-            if rank not in stuck and blocked_by:
-                stuck[rank] = f"waits in {stacks[rank].call} for {_ranks_label(blocked_by)}, stuck too"
+        for rank, (needs, needs_all) in waits.items():
+            blockers = blocked_by(needs, needs_all, returned | set(stuck))
+            if rank not in stuck and blockers:
+                stuck[rank] = why(rank, blockers)
                 changed = True
     return stuck
 
 
-def _circle_from(rank: int, waits: dict[int, set[int]], stacks: dict[int, RankStack]) -> list[int]:
+def _circle_from(
+    rank: int, waits: dict[int, tuple[set[int], bool]], stacks: dict[int, RankStack]
+) -> list[int]:
     """The circle of ranks that all send (or all recv) to the next, through ``rank``, if any."""
     op = stacks[rank].op
     if op not in ("send", "recv"):
         return []
     path = [rank]
     while True:
-        needs = waits.get(path[-1], set())
+        needs, _ = waits.get(path[-1], (set(), True))
         if len(needs) != 1:
             return []
         (peer,) = needs
@@ -342,17 +378,21 @@ def _hang_advice(stacks: dict[int, RankStack], stuck: dict[int, str]) -> str:
 
 
 def format_traceback(tb_exc: Any) -> str:
-    """Format a rank's TracebackException with this process's source lines and cell names.
+    """Format a rank's traceback with this process's source lines and cell names.
 
-    Frames inside torch.distributed's own Python wrappers are left out: the line of the user's
-    code that called torch.distributed is what matters. Returns "" if no frame is left.
+    ``tb_exc`` is a TracebackException (or, if it could not be sent, its text). Frames inside
+    torch.distributed's own Python wrappers are left out: the line of the user's code that
+    called torch.distributed is what matters. Returns "" if no frame is left.
     """
-    tb_exc.stack = traceback.StackSummary.from_list(
-        [frame for frame in tb_exc.stack if not _is_torch_distributed(frame.filename)]
-    )
-    if not tb_exc.stack:
-        return ""
-    text = "".join(tb_exc.format())
+    if isinstance(tb_exc, str):
+        text = tb_exc
+    else:
+        tb_exc.stack = traceback.StackSummary.from_list(
+            [frame for frame in tb_exc.stack if not _is_torch_distributed(frame.filename)]
+        )
+        if not tb_exc.stack:
+            return ""
+        text = "".join(tb_exc.format())
     text = re.sub(r'File "([^"]+)", line (\d+)', _cell_location, text)
     lines = text.splitlines()
     if _MISMATCH in lines[-1]:

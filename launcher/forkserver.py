@@ -12,8 +12,11 @@ server per interpreter whose preload list cannot change once started, and it has
 hand a child its output pipes. Why not ``torch.multiprocessing.spawn``: it starts fresh
 interpreters every time, which is what makes it take seconds.
 
-The server exits when its socket to the launching process closes, killing any rank still
-running, so nothing outlives the process that started it.
+The server never unpickles anything of the caller's: it hands each child the launch's bytes
+as they came, so no user module is ever imported into it. It runs in a session of its own (a
+terminal's or Jupyter's interrupt reaches only the caller, which stops the ranks itself), and
+exits when its socket to the caller closes, killing any rank still running, so nothing
+outlives the process that started it.
 """
 
 from __future__ import annotations
@@ -23,34 +26,38 @@ import gc
 import importlib
 import os
 import pickle
-import select
+import selectors
 import signal
 import socket
+import struct
 import subprocess
 import sys
+import tempfile
 import threading
 from pathlib import Path
 from typing import Any
 
-from .rank import EXIT_INTERNAL, MESSAGE_HEADER
-
+MESSAGE_HEADER = struct.Struct("!Q")
+FDS_PER_RANK = 4  # stdout, stderr, result (rank -> caller), control (caller -> rank)
 STARTUP_TIMEOUT_S = 120.0  # importing torch on a slow laptop's cold disk can take a while
+REPLY_TIMEOUT_S = 30.0  # forking ranks takes milliseconds; no answer in this long means trouble
+EXIT_INTERNAL = 70  # a rank's bootstrap broke (a bug in the launcher)
 
 
 class ForkServerError(RuntimeError):
-    """The fork server could not start or stopped unexpectedly."""
+    """The fork server could not start or stopped answering; the next launch starts a new one."""
 
 
-# -- framing, shared by both sides ------------------------------------------------------------
+# -- framing, shared by the caller, the server and the ranks -----------------------------------
 
 
-def send_frame(sock: socket.socket, obj: Any) -> None:
+def frame(obj: Any) -> bytes:
     data = pickle.dumps(obj, protocol=pickle.HIGHEST_PROTOCOL)
-    sock.sendall(MESSAGE_HEADER.pack(len(data)) + data)
+    return MESSAGE_HEADER.pack(len(data)) + data
 
 
 def read_exact(fd: int, size: int) -> bytes | None:
-    """Read exactly ``size`` bytes from a file descriptor; None at end of file."""
+    """Read exactly ``size`` bytes from a blocking file descriptor; None at end of file."""
     chunks, remaining = [], size
     while remaining:
         chunk = os.read(fd, min(remaining, 1 << 20))
@@ -62,12 +69,19 @@ def read_exact(fd: int, size: int) -> bytes | None:
 
 
 def read_frame(fd: int) -> Any | None:
-    """Read one framed pickle from a socket or pipe; None at end of file."""
+    """Read one framed pickle from a blocking socket or pipe; None at end of file."""
     header = read_exact(fd, MESSAGE_HEADER.size)
     if header is None:
         return None
     data = read_exact(fd, MESSAGE_HEADER.unpack(header)[0])
     return None if data is None else pickle.loads(data)
+
+
+def wait_readable(fd: int, timeout: float | None) -> bool:
+    """True once ``fd`` has something to read (or reached end of file), False on timeout."""
+    with selectors.DefaultSelector() as selector:
+        selector.register(fd, selectors.EVENT_READ)
+        return bool(selector.select(timeout))
 
 
 # -- the launching process's side -------------------------------------------------------------
@@ -79,29 +93,49 @@ class ForkServer:
     def __init__(self, preload: list[str]) -> None:
         ours, theirs = socket.socketpair()
         package_parent = str(Path(__file__).resolve().parent.parent)
+        # Ignoring interrupts comes first: importing torch takes seconds, and an interrupt in
+        # that time must not kill the server half-started.
         boot = (
+            "import signal; signal.signal(signal.SIGINT, signal.SIG_IGN); "
             "import sys; sys.path.insert(0, sys.argv[2]); "
             "from launcher.forkserver import serve; serve(int(sys.argv[1]), sys.argv[3:])"
         )
-        # The server's environment is the caller's at this moment; each launch sends the
-        # caller's current environment, working directory and sys.path to its ranks anyway.
+        env = dict(os.environ)
+        if sys.platform == "darwin":
+            # Forking after importing torch can trip the Objective-C runtime's fork check.
+            env.setdefault("OBJC_DISABLE_INITIALIZE_FORK_SAFETY", "YES")
+        # What the server writes itself (an import error, say) goes to this file, to be shown
+        # if it fails to start. The ranks get their own stdout and stderr.
+        self.log = tempfile.TemporaryFile()  # noqa: SIM115 - kept open as long as the server runs
         self.process = subprocess.Popen(
             [sys.executable, "-c", boot, str(theirs.fileno()), package_parent, *preload],
             pass_fds=(theirs.fileno(),),
             stdin=subprocess.DEVNULL,
+            stdout=self.log,
+            stderr=self.log,
+            env=env,
+            start_new_session=True,
         )
         theirs.close()
         self.sock = ours
         self.pending: list[tuple] = []  # notices that arrived while waiting for a reply
-        self._await_ready()
+        try:
+            self._await_ready()
+        except BaseException:
+            self.close()
+            raise
 
     def _await_ready(self) -> None:
-        ready, _, _ = select.select([self.sock], [], [], STARTUP_TIMEOUT_S)
-        message = read_frame(self.sock.fileno()) if ready else None
+        if not wait_readable(self.fileno(), STARTUP_TIMEOUT_S):
+            raise ForkServerError(
+                f"the launcher's fork server did not start within {STARTUP_TIMEOUT_S:.0f} s"
+            )
+        message = read_frame(self.fileno())
         if message is None or message[0] != "ready":
-            self.close()
-            detail = message[1] if message else f"no answer within {STARTUP_TIMEOUT_S:.0f} s"
-            raise ForkServerError(f"the launcher's fork server did not start:\n{detail}")
+            self.log.seek(0)
+            output = self.log.read().decode(errors="replace").strip()
+            detail = message[1] if message else f"it exited with code {self.process.wait()}:\n{output}"
+            raise ForkServerError(f"the launcher's fork server did not start; {detail}")
 
     def fileno(self) -> int:
         return self.sock.fileno()
@@ -111,29 +145,32 @@ class ForkServer:
 
     def start_ranks(self, launch_id: int, spec: bytes, rank_fds: list[tuple[int, ...]]) -> list[int]:
         """Fork one process per entry of ``rank_fds``; return their pids (index = rank)."""
-        send_frame(self.sock, ("start", launch_id, spec, len(rank_fds)))
-        fds = [fd for group in rank_fds for fd in group]
-        socket.send_fds(self.sock, [b"F"], fds)
-        reply = self._reply("started")
-        return reply[2]
+        self.sock.sendall(frame(("start", launch_id, spec, len(rank_fds))))
+        for fds in rank_fds:  # one message per rank: a message may carry only so many fds
+            socket.send_fds(self.sock, [b"F"], list(fds))
+        return self._reply("started")[2]
 
     def preload(self, modules: list[str]) -> None:
         """Have the server import these modules before it forks the next ranks."""
-        send_frame(self.sock, ("preload", modules))
+        self.sock.sendall(frame(("preload", modules)))
 
     def kill(self, launch_id: int) -> None:
         """SIGKILL every process of this launch that has not exited yet."""
-        send_frame(self.sock, ("kill", launch_id))
+        self.sock.sendall(frame(("kill", launch_id)))
 
     def read_notice(self) -> tuple | None:
         """The next notice (``("exited", launch_id, rank, returncode)``); None if the server died."""
         if self.pending:
             return self.pending.pop(0)
-        return read_frame(self.sock.fileno())
+        return read_frame(self.fileno())
 
     def _reply(self, kind: str) -> tuple:
         while True:
-            message = read_frame(self.sock.fileno())
+            if not wait_readable(self.fileno(), REPLY_TIMEOUT_S):
+                raise ForkServerError(
+                    f"the launcher's fork server did not answer within {REPLY_TIMEOUT_S:.0f} s"
+                )
+            message = read_frame(self.fileno())
             if message is None:
                 raise ForkServerError(
                     f"the launcher's fork server stopped unexpectedly (exit code {self.process.wait()})"
@@ -144,14 +181,13 @@ class ForkServer:
 
     def close(self) -> None:
         """Stop the server (it kills its children first) and reap it."""
+        self.sock.close()
+        self.log.close()
         try:
-            self.sock.close()
-        finally:
-            try:
-                self.process.wait(timeout=5)
-            except subprocess.TimeoutExpired:
-                self.process.kill()
-                self.process.wait()
+            self.process.wait(timeout=5)
+        except subprocess.TimeoutExpired:
+            self.process.kill()
+            self.process.wait()
 
 
 _server: ForkServer | None = None
@@ -160,12 +196,24 @@ _preloaded: list[str] = []
 
 
 def get_server() -> ForkServer:
-    """The running fork server, started on first use (or again if it died)."""
+    """The running fork server, started on first use (or again if it died or was retired)."""
     global _server
     with _server_lock:
-        if _server is None or not _server.alive():
+        if _server is not None and not _server.alive():
+            _server.close()
+            _server = None
+        if _server is None:
             _server = ForkServer(_preloaded)
         return _server
+
+
+def retire(server: ForkServer) -> None:
+    """Stop using a server whose conversation went wrong; the next launch starts a new one."""
+    global _server
+    with _server_lock:
+        if _server is server:
+            _server = None
+    server.close()
 
 
 def preload(*modules: str) -> None:
@@ -210,56 +258,61 @@ def serve(fd: int, preload: list[str]) -> None:
         import torch.distributed  # noqa: F401
 
         from . import rank as rank_module
-    except BaseException:  # noqa: BLE001
+    except BaseException:  # noqa: BLE001 - tell the caller why, then give up
         import traceback
 
-        send_frame(sock, ("failed", traceback.format_exc()))
+        sock.sendall(frame(("failed", traceback.format_exc())))
         return
     _import_quietly(preload)
-    signal.signal(signal.SIGINT, signal.SIG_IGN)  # the launching process handles interrupts
 
     wakeup_r, wakeup_w = os.pipe()
     os.set_blocking(wakeup_w, False)
     signal.set_wakeup_fd(wakeup_w)
     signal.signal(signal.SIGCHLD, lambda *_: None)
     children: dict[int, tuple[int, int]] = {}  # pid -> (launch_id, rank)
-    send_frame(sock, ("ready", os.getpid()))
+    sock.sendall(frame(("ready", os.getpid())))
+    try:
+        while True:
+            readable = _wait(sock, wakeup_r)
+            if wakeup_r in readable:
+                os.read(wakeup_r, 4096)
+            _reap(children, sock)
+            if sock not in readable:
+                continue
+            message = read_frame(fd)
+            if message is None:
+                break
+            if message[0] == "start":
+                _, launch_id, spec, nranks = message
+                fds = [socket.recv_fds(sock, 1, FDS_PER_RANK)[1] for _ in range(nranks)]
+                inherited = [sock.fileno(), wakeup_r, wakeup_w, *(f for group in fds for f in group)]
+                pids = []
+                for rank, rank_fds in enumerate(fds):
+                    pid = _fork_rank(rank_module, spec, rank, rank_fds, inherited)
+                    children[pid] = (launch_id, rank)
+                    pids.append(pid)
+                for f in inherited[3:]:
+                    os.close(f)
+                sock.sendall(frame(("started", launch_id, pids)))
+            elif message[0] == "preload":
+                _import_quietly(message[1])
+            elif message[0] == "kill":
+                for pid, (launch_id, _) in children.items():
+                    if launch_id == message[1]:
+                        _kill(pid)
+    finally:
+        for pid in children:
+            _kill(pid)
+        while children:
+            pid, _ = os.waitpid(-1, 0)
+            children.pop(pid, None)
 
-    while True:
-        readable, _, _ = select.select([sock, wakeup_r], [], [])
-        if wakeup_r in readable:
-            os.read(wakeup_r, 4096)
-        _reap(children, sock)
-        if sock not in readable:
-            continue
-        message = read_frame(fd)
-        if message is None or message[0] == "stop":
-            break
-        if message[0] == "start":
-            _, launch_id, spec_bytes, nranks = message
-            _, fds, _, _ = socket.recv_fds(sock, 1, 4 * nranks)
-            spec = pickle.loads(spec_bytes)
-            own_fds = [sock.fileno(), wakeup_r, wakeup_w, *fds]
-            pids = []
-            for rank in range(nranks):
-                pid = _fork_rank(rank_module, spec, rank, fds[4 * rank : 4 * rank + 4], own_fds)
-                children[pid] = (launch_id, rank)
-                pids.append(pid)
-            for fd_ in fds:
-                os.close(fd_)
-            send_frame(sock, ("started", launch_id, pids))
-        elif message[0] == "preload":
-            _import_quietly(message[1])
-        elif message[0] == "kill":
-            for pid, (launch_id, _) in children.items():
-                if launch_id == message[1]:
-                    _kill(pid)
 
-    for pid in children:
-        _kill(pid)
-    while children:
-        pid, status = os.waitpid(-1, 0)
-        children.pop(pid, None)
+def _wait(sock: socket.socket, wakeup_r: int) -> list:
+    with selectors.DefaultSelector() as selector:
+        selector.register(sock, selectors.EVENT_READ)
+        selector.register(wakeup_r, selectors.EVENT_READ)
+        return [key.fileobj for key, _ in selector.select()]
 
 
 def _import_quietly(modules: list[str]) -> None:
@@ -272,34 +325,45 @@ def _import_quietly(modules: list[str]) -> None:
     gc.freeze()
 
 
-def _fork_rank(rank_module: Any, spec: Any, rank: int, fds: list[int], inherited: list[int]) -> int:
+def _fork_rank(rank_module: Any, spec: bytes, rank: int, fds: list[int], inherited: list[int]) -> int:
+    server = os.getpid()
     pid = os.fork()
     if pid:
+        with contextlib.suppress(OSError):  # (the child does it too: whoever runs first)
+            os.setpgid(pid, pid)
         return pid
     try:
+        # A process group of its own, so that stopping the rank stops what it started too.
+        os.setpgid(0, 0)
         signal.set_wakeup_fd(-1)
         signal.signal(signal.SIGCHLD, signal.SIG_DFL)
         for fd in inherited:
             if fd not in fds:
                 os.close(fd)
-        rank_module.run_rank(spec, rank, *fds)
+        rank_module.run_rank(spec, rank, server, *fds)
     finally:
         os._exit(EXIT_INTERNAL)
 
 
 def _reap(children: dict[int, tuple[int, int]], sock: socket.socket) -> None:
     while children:
-        try:
-            pid, status = os.waitpid(-1, os.WNOHANG)
+        try:  # look without reaping: while the rank is a zombie, its pid (and group) stay its own
+            exited = os.waitid(os.P_ALL, 0, os.WEXITED | os.WNOHANG | os.WNOWAIT)
         except ChildProcessError:
             return
-        if pid == 0:
+        if exited is None:
             return
+        _kill(exited.si_pid)  # anything the rank started, left in its process group, goes with it
+        pid, status = os.waitpid(exited.si_pid, 0)
         launch_id, rank = children.pop(pid, (None, None))
         if launch_id is not None:
-            send_frame(sock, ("exited", launch_id, rank, os.waitstatus_to_exitcode(status)))
+            sock.sendall(frame(("exited", launch_id, rank, os.waitstatus_to_exitcode(status))))
 
 
 def _kill(pid: int) -> None:
-    with contextlib.suppress(ProcessLookupError):
-        os.kill(pid, signal.SIGKILL)
+    """Kill a rank and everything in its process group."""
+    try:
+        os.killpg(pid, signal.SIGKILL)
+    except (ProcessLookupError, PermissionError):
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(pid, signal.SIGKILL)

@@ -10,9 +10,9 @@ import itertools
 import operator
 import os
 import pickle
-import select
 import selectors
 import shutil
+import signal
 import socket
 import sys
 import tempfile
@@ -37,8 +37,8 @@ from .errors import (
     never_finishing,
     secondary_failures,
 )
-from .forkserver import ForkServerError, get_server, read_frame
-from .rank import LaunchSpec, current_context
+from .forkserver import MESSAGE_HEADER, ForkServerError, get_server, retire, wait_readable
+from .rank import EXIT_ORPHANED, RETURNED, RUNNING, LaunchSpec, current_context
 
 DEFAULT_TIMEOUT_S = 30.0
 MAX_LOCAL_WORLD_SIZE = 64
@@ -47,7 +47,9 @@ FIRST_LOOK_S = 1.0  # first look at where the ranks are; then at doubling interv
 AFTER_RETURN_LOOK_S = 0.2  # look this soon after a rank returns while others have not
 CONFIRM_LOOK_S = 1.0  # a deadlock seen in one look is confirmed by another this much later
 ANSWER_WAIT_S = 1.0  # how long the ranks get to answer a look
-STOP_WAIT_S = 2.0  # how long stopped ranks get to exit
+RELEASE_WAIT_S = 10.0  # once every rank returned, how long they get to exit
+STOP_WAIT_S = 2.0  # how long stopped ranks get to exit (five times that under NCCL)
+MAX_TIMEOUT_S = 86_400.0
 OUTPUT_DRAIN_S = 0.5  # after every rank exited, how long to wait for output still in flight
 BACKENDS = ("auto", "gloo", "nccl")
 
@@ -124,9 +126,10 @@ def launch(
         cwd=os.getcwd(),
         sys_path=list(sys.path),
         env=_rank_environment(),
-        num_threads=max(1, (os.cpu_count() or 1) // world_size),
-        warning_filters=list(warnings.filters),
+        num_threads=max(1, _usable_cpus() // world_size),
+        warning_filters=_pickled_warning_filters(),
     )
+    _make_room_for_pipes(world_size)
     with _launch_lock:
         outcome = _Launch(spec, float(timeout)).run()
     if isinstance(outcome, BaseException):
@@ -162,8 +165,8 @@ def _check_arguments(fn: Any, world_size: Any, args: tuple, kwargs: dict, backen
         )
     if backend not in BACKENDS:
         raise ValueError(f"backend must be one of {', '.join(map(repr, BACKENDS))}; got {backend!r}.")
-    if isinstance(timeout, bool) or not isinstance(timeout, (int, float)) or not timeout > 0:
-        raise ValueError(f"timeout must be a positive number of seconds; got {timeout!r}.")
+    if isinstance(timeout, bool) or not isinstance(timeout, (int, float)) or not 0 < timeout <= MAX_TIMEOUT_S:
+        raise ValueError(f"timeout must be a positive number of seconds, at most a day; got {timeout!r}.")
     try:
         signature = inspect.signature(fn)
     except (TypeError, ValueError):
@@ -217,6 +220,43 @@ def _gpu_count() -> int:
         return 0
     # device_count asks NVML, so the launching process never initialises CUDA itself.
     return torch.cuda.device_count()
+
+
+def _usable_cpus() -> int:
+    """The CPUs this process may run on (fewer than the machine's in a container or a job)."""
+    if hasattr(os, "sched_getaffinity"):
+        return len(os.sched_getaffinity(0))
+    return os.cpu_count() or 1
+
+
+def _pickled_warning_filters() -> list[tuple[str, bytes]]:
+    """The caller's warning filters, each pickled on its own with its category's module (a
+    filter that will not pickle is left out)."""
+    pickled = []
+    for item in warnings.filters:
+        with contextlib.suppress(Exception):
+            pickled.append((item[2].__module__, cloudpickle.dumps(item)))
+    return pickled
+
+
+def _make_room_for_pipes(world_size: int) -> None:
+    """A launch holds 8 file descriptors per rank for a moment: raise the limit if it is low."""
+    try:
+        import resource
+    except ImportError:  # not on this platform
+        return
+    needed = 8 * world_size + 256
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    if soft != resource.RLIM_INFINITY and soft < needed:
+        target = needed if hard == resource.RLIM_INFINITY else min(needed, hard)
+        with contextlib.suppress(ValueError, OSError):
+            resource.setrlimit(resource.RLIMIT_NOFILE, (target, hard))
+        soft, _ = resource.getrlimit(resource.RLIMIT_NOFILE)
+        if soft < needed:
+            raise OSError(
+                f"world_size={world_size} needs about {needed} open files, but this process may open "
+                f"only {soft} (see `ulimit -n`). Use fewer ranks, or raise the limit."
+            )
 
 
 def _rank_environment() -> dict[str, str]:
@@ -339,12 +379,38 @@ class _RankPipes:
         self.err_r, self.err_w = os.pipe()
         self.result_r, self.result_w = os.pipe()
         self.control_r, self.control_w = os.pipe()
+        os.set_blocking(self.result_r, False)  # read whatever is there; frames are assembled
 
     def rank_ends(self) -> tuple[int, int, int, int]:
         return (self.out_w, self.err_w, self.result_w, self.control_r)
 
-    def ours(self) -> tuple[int, int, int, int]:
-        return (self.out_r, self.err_r, self.result_r, self.control_w)
+    def ours(self) -> tuple[int, int, int]:
+        return (self.out_r, self.err_r, self.result_r)
+
+    def close_control(self) -> None:
+        """Close our end of the control pipe, once: a rank whose server is gone exits on this."""
+        if self.control_w >= 0:
+            _close_quietly(self.control_w)
+            self.control_w = -1
+
+
+class _Frames:
+    """Assembles framed messages from whatever a non-blocking pipe has to give."""
+
+    def __init__(self) -> None:
+        self.buffer = bytearray()
+
+    def feed(self, data: bytes) -> list[Any]:
+        self.buffer += data
+        messages = []
+        while len(self.buffer) >= MESSAGE_HEADER.size:
+            (size,) = MESSAGE_HEADER.unpack_from(self.buffer)
+            if len(self.buffer) < MESSAGE_HEADER.size + size:
+                break
+            body = bytes(self.buffer[MESSAGE_HEADER.size : MESSAGE_HEADER.size + size])
+            del self.buffer[: MESSAGE_HEADER.size + size]
+            messages.append(pickle.loads(body))
+        return messages
 
 
 class _Launch:
@@ -361,6 +427,7 @@ class _Launch:
         self.size = spec.world_size
         self.timeout = timeout
         self.id = next(_launch_ids)
+        self.stop_wait = STOP_WAIT_S * (5 if spec.backend == "nccl" else 1)  # CUDA teardown is slow
         self.results: dict[int, bytes] = {}
         self.failures: dict[int, RankFailure] = {}
         self.exit_codes: dict[int, int] = {}
@@ -368,6 +435,7 @@ class _Launch:
         self.stop_at: float | None = None  # when to stop the ranks still running
         self.stop_sent = False
         self.printer = _OutputPrinter()
+        self.frames = [_Frames() for _ in range(self.size)]
         self.server: Any = None
         self.pipes: list[_RankPipes] = []
         # Looking at where the ranks are:
@@ -377,33 +445,42 @@ class _Launch:
         self.previous_look: dict[int, RankStack] = {}
         self.look_interval = FIRST_LOOK_S
         self.next_look_at = 0.0
+        self.final_look = False  # the look taken as the timeout runs out
         self.timed_out = False
         self.deadlocked = False
 
     def run(self) -> list[Any] | BaseException:
         """Run the ranks to the end; return their results, or the error to raise."""
         __tracebackhide__ = True
-        store_dir = tempfile.mkdtemp(prefix="launch-")
-        self.spec.store_path = os.path.join(store_dir, "store")
-        self.pipes = pipes = [_RankPipes() for _ in range(self.size)]
+        store_dir = None
         try:
+            store_dir = tempfile.mkdtemp(prefix="launch-")
+            self.spec.store_path = os.path.join(store_dir, "store")
+            for _ in range(self.size):
+                self.pipes.append(_RankPipes())
             self.server = get_server()
             try:
-                self.server.start_ranks(self.id, pickle.dumps(self.spec), [p.rank_ends() for p in pipes])
+                self.server.start_ranks(self.id, pickle.dumps(self.spec), [p.rank_ends() for p in self.pipes])
+            except BaseException:
+                # The conversation with the server may be out of step: never reuse it.
+                retire(self.server)
+                raise
             finally:
-                for p in pipes:
+                for p in self.pipes:
                     for fd in p.rank_ends():
-                        os.close(fd)
+                        _close_quietly(fd)
             self._relay()
         except BaseException:
             self._abort()
             raise
         finally:
             self.printer.flush()
-            for p in pipes:
+            for p in self.pipes:
+                p.close_control()
                 for fd in p.ours():
                     _close_quietly(fd)
-            shutil.rmtree(store_dir, ignore_errors=True)
+            if store_dir:
+                shutil.rmtree(store_dir, ignore_errors=True)
         return self._outcome()
 
     # The main loop: everything the ranks send arrives here, in the calling thread, so their
@@ -421,7 +498,7 @@ class _Launch:
         self.next_look_at = start + FIRST_LOOK_S
         end_at = None  # stop relaying then, even if a pipe is still open
         while self.server.pending:
-            self._on_notice(selector)
+            self._on_notice(self.server.read_notice())
         try:
             while True:
                 now = time.monotonic()
@@ -432,10 +509,9 @@ class _Launch:
                     self._watch(now)
                 if self.stop_at is not None and now >= self.stop_at and not self.stop_sent:
                     self._stop_ranks()
-                    end_at = now + STOP_WAIT_S
-                if all_exited:
-                    # A process the rank started may still hold its output pipe open.
-                    end_at = min(end_at or now + OUTPUT_DRAIN_S, now + OUTPUT_DRAIN_S)
+                    end_at = now + self.stop_wait
+                if all_exited and end_at is None:
+                    end_at = now + OUTPUT_DRAIN_S  # a program the rank started may hold a pipe open
                 if end_at is not None and now >= end_at:
                     return
                 wake = [self.stop_at, end_at]
@@ -449,18 +525,24 @@ class _Launch:
                 for key, _ in selector.select(min(wake) - now if wake else None):
                     kind, rank = key.data
                     if kind == "server":
-                        self._on_notice(selector)
+                        notice = self.server.read_notice()
+                        if notice is None:
+                            selector.unregister(key.fd)
+                            raise ForkServerError(
+                                "the launcher's fork server stopped unexpectedly; launch again to restart it"
+                            )
+                        self._on_notice(notice)
                         continue
-                    if kind == "message":
-                        message = read_frame(key.fd)
-                        if message is not None:
-                            self._on_message(rank, *message)
-                            continue
-                    else:
-                        data = os.read(key.fd, 65536)
-                        if data:
+                    data = _read_available(key.fd)
+                    if data:
+                        if kind == "message":
+                            for message in self.frames[rank].feed(data):
+                                self._on_message(rank, *message)
+                        else:
                             self.printer.feed(rank, kind, data)
-                            continue
+                        continue
+                    if data is None:  # nothing to read after all
+                        continue
                     selector.unregister(key.fd)
                     open_pipes -= 1
         finally:
@@ -469,8 +551,9 @@ class _Launch:
     def _on_message(self, rank: int, kind: str, body: Any) -> None:
         if kind == "result":
             self.results[rank] = body
-            if len(self.results) == self.size:
+            if len(self.results) == self.size and not self.stop_sent:
                 self._send_all(b"x")  # every rank returned: they may exit
+                self._schedule_stop(RELEASE_WAIT_S)  # ...and must, soon
             else:  # one rank is done early: soon look at whether the others can still finish
                 self.next_look_at = min(self.next_look_at, time.monotonic() + AFTER_RETURN_LOOK_S)
         elif kind == "error":
@@ -487,26 +570,21 @@ class _Launch:
             if not self.look_waiting:
                 self._finish_look()
 
-    def _on_notice(self, selector: selectors.BaseSelector) -> None:
-        notice = self.server.read_notice()
-        if notice is None:
-            selector.unregister(self.server.fileno())
-            raise ForkServerError(
-                "the launcher's fork server stopped unexpectedly; launch again to restart it"
-            )
+    def _on_notice(self, notice: tuple) -> None:
         kind, launch_id, rank, code = notice
         if kind != "exited" or launch_id != self.id:
             return
         self.exit_codes[rank] = code
         self.look_waiting.discard(rank)
-        if self.stop_sent or rank in self.failures:
+        if rank in self.failures or (rank in self.results and code == 0):
             return
-        if rank not in self.results:
-            self.failures[rank] = RankFailure(rank=rank, exitcode=code)
-            self._schedule_stop(0.0)  # the others would only see a lost connection
-        elif code != 0:
-            self.failures[rank] = RankFailure(rank=rank, exitcode=code, phase="returned")
-            self._schedule_stop(0.0)
+        if self.stop_sent and code in (-signal.SIGKILL, EXIT_ORPHANED):
+            return  # we stopped it
+        # A rank died. Others may die the same way at the same moment: give them a moment to
+        # say so (what the rest then report about lost connections is set aside as a consequence).
+        phase = RETURNED if rank in self.results else RUNNING
+        self.failures[rank] = RankFailure(rank=rank, exitcode=code, phase=phase)
+        self._schedule_stop(FAILURE_GRACE_S)
 
     def _schedule_stop(self, delay: float) -> None:
         when = time.monotonic() + delay
@@ -514,7 +592,7 @@ class _Launch:
 
     def _send_all(self, request: bytes) -> None:
         for rank, p in enumerate(self.pipes):
-            if rank not in self.exit_codes:
+            if rank not in self.exit_codes and p.control_w >= 0:
                 with contextlib.suppress(OSError):
                     os.write(p.control_w, request)
 
@@ -525,14 +603,13 @@ class _Launch:
             if now >= self.look_ends_at:
                 self._finish_look()
             return
-        if self.stop_at is not None:
+        if self.stop_at is not None or len(self.results) == self.size:
             return
-        if len(self.results) == self.size:
-            if now >= self.deadline:  # every rank returned, but one is slow to exit
-                self._schedule_stop(STOP_WAIT_S)
-            return
-        if now >= self.deadline:
-            self.timed_out = True
+        if self.final_look and now >= self.deadline:
+            self.timed_out = True  # the ranks' answers to the final look are in self.look
+            self._schedule_stop(0.0)
+        elif not self.final_look and now >= self.deadline - ANSWER_WAIT_S:
+            self.final_look = True  # ask now, so that the report is ready when time runs out
             self._start_look(now)
         elif now >= self.next_look_at:
             self._start_look(now)
@@ -552,9 +629,8 @@ class _Launch:
     def _finish_look(self) -> None:
         now = time.monotonic()
         self.look_waiting = set()
-        if self.timed_out:
-            self._schedule_stop(0.0)
-            return
+        if self.final_look:
+            return  # _watch declares the timeout at the deadline, unless the ranks finish first
         stuck = never_finishing(self.look, set(self.results), self.size)
         seen_before = stuck and all(
             rank in self.previous_look and self.look[rank].same_place(self.previous_look[rank])
@@ -578,15 +654,16 @@ class _Launch:
         self.stop_sent = True
         self.stopped = [r for r in range(self.size) if r not in self.exit_codes and r not in self.failures]
         if self.server.alive():
-            self.server.kill(self.id)
+            with contextlib.suppress(OSError):
+                self.server.kill(self.id)
         for p in self.pipes:
-            _close_quietly(p.control_w)  # a rank whose server is gone exits on this
+            p.close_control()
 
     def _abort(self) -> None:
         """Stop the ranks after an interrupt or an internal error, and wait until they are gone."""
         if self.server is None:
             return
-        give_up_at = time.monotonic() + STOP_WAIT_S
+        give_up_at = time.monotonic() + self.stop_wait
         while True:
             try:
                 if not self.stop_sent:
@@ -596,7 +673,7 @@ class _Launch:
                 return
             except KeyboardInterrupt:
                 continue  # a second interrupt must not leave ranks behind
-            except (OSError, ForkServerError):
+            except (OSError, ValueError, ForkServerError):
                 return
 
     def _wait_for_exit(self, give_up_at: float) -> bool:
@@ -604,13 +681,12 @@ class _Launch:
         remaining = give_up_at - time.monotonic()
         if remaining <= 0 or not self.server.alive():
             return False
-        if not self.server.pending and not select.select([self.server.fileno()], [], [], remaining)[0]:
+        if not self.server.pending and not wait_readable(self.server.fileno(), remaining):
             return False
         notice = self.server.read_notice()
         if notice is None:
             return False
-        if notice[0] == "exited" and notice[1] == self.id:
-            self.exit_codes[notice[2]] = notice[3]
+        self._on_notice(notice)
         return True
 
     def _outcome(self) -> list[Any] | BaseException:
@@ -618,7 +694,7 @@ class _Launch:
             failures = [self.failures[rank] for rank in sorted(self.failures)]
             lost_peer = secondary_failures(failures)
             primary = [f for f in failures if f not in lost_peer] or failures
-            stopped = sorted(set(self.stopped) | {f.rank for f in failures if f not in primary})
+            stopped = sorted((set(self.stopped) | {f.rank for f in lost_peer}) - {f.rank for f in primary})
             return LaunchError(failure_report(primary, self.size, stopped), primary)
         if self.timed_out or self.deadlocked:
             returned = sorted(self.results)
@@ -634,6 +710,14 @@ class _Launch:
                 f"{type(exc).__name__}: {exc}",
                 [],
             )
+
+
+def _read_available(fd: int) -> bytes | None:
+    """What a readable pipe has: data, b"" at end of file, or None if nothing after all."""
+    try:
+        return os.read(fd, 1 << 20)
+    except BlockingIOError:
+        return None
 
 
 def _unpickle_exception(report: dict[str, Any]) -> BaseException:
@@ -683,8 +767,10 @@ class _OutputPrinter:
 
 
 def _under_torchrun() -> bool:
+    """Started by torchrun (or a launcher that sets everything torchrun does)."""
     env = os.environ
-    return "TORCHELASTIC_RUN_ID" in env or all(k in env for k in ("RANK", "WORLD_SIZE", "MASTER_ADDR"))
+    keys = ("RANK", "LOCAL_RANK", "WORLD_SIZE", "MASTER_ADDR", "MASTER_PORT")
+    return "TORCHELASTIC_RUN_ID" in env or all(k in env for k in keys)
 
 
 def _run_in_torchrun_rank(

@@ -21,7 +21,6 @@ import io
 import os
 import pickle
 import signal
-import struct
 import sys
 import threading
 import time
@@ -35,17 +34,23 @@ import cloudpickle
 import torch
 import torch.distributed as dist
 
-MESSAGE_HEADER = struct.Struct("!Q")
+from .forkserver import EXIT_INTERNAL, MESSAGE_HEADER
 
-# Exit codes of a rank process, besides 0 (returned) and what fn itself passes to os._exit.
 EXIT_FAILED = 1  # fn raised; the rank waited to be stopped and then exited
 EXIT_ORPHANED = 75  # the control pipe closed: the launching process stopped the launch or died
-EXIT_INTERNAL = 70  # the rank bootstrap itself broke (a bug in the launcher)
 
 # How long a rank that raised waits to be stopped by the launching process. It waits instead
 # of exiting so that the other ranks do not see a closed connection and report a second,
 # misleading error; the launching process stops every rank well before this.
 FAILED_RANK_LINGER_S = 60.0
+
+# What a rank is doing, as reports say it: "rank 2 is <phase>".
+STARTING = "starting"
+LOADING = "loading the function"
+JOINING = "joining the process group"
+RUNNING = "running your function"
+SENDING = "sending back what your function returned"
+RETURNED = "waiting for the other ranks to return"
 
 
 @dataclass
@@ -62,7 +67,7 @@ class LaunchSpec:
     sys_path: list[str]
     env: dict[str, str]
     num_threads: int
-    warning_filters: list  # the caller's warnings.filters, so ranks warn (or not) as it does
+    warning_filters: list[tuple[str, bytes]]  # the caller's warnings.filters: (category's module, pickle)
 
 
 @dataclass
@@ -75,7 +80,7 @@ class RankContext:
 
 
 _context: RankContext | None = None
-_phase = "starting"  # what the rank is doing, reported in stack snapshots
+_phase = STARTING
 _send_lock = threading.Lock()
 _released = threading.Event()  # set when the launching process says every rank has returned
 
@@ -107,8 +112,11 @@ def get_device(rank: int | None = None) -> torch.device:
 
 
 def send_message(fd: int, kind: str, body: Any) -> None:
-    """Send one framed, pickled message ``(kind, body)`` on a pipe (thread-safe)."""
-    data = pickle.dumps((kind, body), protocol=pickle.HIGHEST_PROTOCOL)
+    """Send one framed message ``(kind, body)`` on a pipe (thread-safe).
+
+    cloudpickle, so that a class defined in a notebook (an exception's, say) travels too.
+    """
+    data = cloudpickle.dumps((kind, body), protocol=pickle.HIGHEST_PROTOCOL)
     with _send_lock:
         _write_all(fd, MESSAGE_HEADER.pack(len(data)) + data)
 
@@ -120,12 +128,16 @@ def _write_all(fd: int, data: bytes) -> None:
 
 
 def run_rank(
-    spec: LaunchSpec, rank: int, out_fd: int, err_fd: int, result_fd: int, control_fd: int
+    spec_bytes: bytes, rank: int, server: int, out_fd: int, err_fd: int, result_fd: int, control_fd: int
 ) -> NoReturn:
     """Run one rank to completion and exit the process; called in a freshly forked child."""
     global _context, _phase
     try:
         _redirect_output(out_fd, err_fd)
+        for fd in (result_fd, control_fd):
+            os.set_inheritable(fd, False)  # programs the rank starts must not hold them open
+        _die_with(server)
+        spec: LaunchSpec = pickle.loads(spec_bytes)
         _prepare_process(spec, rank)
         _context = RankContext(rank, spec.world_size, spec.backend)
         threading.Thread(target=_serve_control, args=(control_fd, result_fd), daemon=True).start()
@@ -134,16 +146,16 @@ def run_rank(
         os._exit(EXIT_INTERNAL)
 
     try:
-        _phase = "loading the function"
+        _phase = LOADING
         fn, args, kwargs = cloudpickle.loads(spec.payload)
-        _phase = "joining the process group"
+        _phase = JOINING
         _init_process_group(spec, rank)
-        _phase = "running"
+        _phase = RUNNING
         result = fn(rank, spec.world_size, *args, **kwargs)
     except BaseException as exc:  # noqa: BLE001 - every failure is reported, SystemExit included
         _report_failure(result_fd, exc)
 
-    _phase = "returned"
+    _phase = SENDING
     try:
         if spec.backend == "nccl":
             torch.cuda.synchronize()  # the result is final only once the GPU is done
@@ -155,10 +167,10 @@ def run_rank(
     # No rank tears its connections down while a peer may still talk to it: each waits until
     # the launching process has heard from all of them. (This does what a closing barrier
     # would, without a collective that torch's checks would also have to verify.)
-    _phase = "returned and waiting for the other ranks"
+    _phase = RETURNED
     _released.wait()
     try:
-        if spec.backend == "nccl":
+        if spec.backend == "nccl" and dist.is_initialized():
             dist.destroy_process_group()  # Gloo's connections simply close with the process
     except BaseException as exc:  # noqa: BLE001
         _report_failure(result_fd, exc)
@@ -167,10 +179,14 @@ def run_rank(
 
 
 def _redirect_output(out_fd: int, err_fd: int) -> None:
-    os.dup2(out_fd, 1)
-    os.dup2(err_fd, 2)
+    # Through fresh descriptors first, in case one of the pipes arrived as fd 1 or 2 itself.
+    out, err = os.dup(out_fd), os.dup(err_fd)
     os.close(out_fd)
     os.close(err_fd)
+    os.dup2(out, 1)
+    os.dup2(err, 2)
+    os.close(out)
+    os.close(err)
     # Line-buffered, so that each print reaches the notebook as soon as its line is complete.
     sys.stdout = sys.__stdout__ = _line_buffered_stream(1)
     sys.stderr = sys.__stderr__ = _line_buffered_stream(2)
@@ -184,13 +200,12 @@ def _line_buffered_stream(fd: int) -> io.TextIOWrapper:
 
 
 def _line_buffer_c_stdout() -> None:
-    """Make C's stdout line-buffered too (glibc only), so printf output is not held back."""
-    try:
-        libc = ctypes.CDLL(None)
-        c_stdout = ctypes.c_void_p.in_dll(libc, "stdout")
-        libc.setvbuf(c_stdout, None, 1, 0)  # 1 is _IOLBF
-    except (OSError, ValueError, AttributeError):
-        pass
+    """Make C's stdout line-buffered too, so that printf output is not held back."""
+    for symbol in ("stdout", "__stdoutp"):  # glibc's name, then macOS's
+        with contextlib.suppress(OSError, ValueError, AttributeError):
+            libc = ctypes.CDLL(None)
+            libc.setvbuf(ctypes.c_void_p.in_dll(libc, symbol), None, 1, 0)  # 1 is _IOLBF
+            return
 
 
 def _flush_output() -> None:
@@ -201,10 +216,19 @@ def _flush_output() -> None:
         ctypes.CDLL(None).fflush(None)
 
 
+def _die_with(server: int) -> None:
+    """On Linux, have the kernel kill this rank if the fork server dies."""
+    if sys.platform.startswith("linux"):
+        with contextlib.suppress(OSError, AttributeError):
+            pr_set_pdeathsig = 1
+            ctypes.CDLL(None).prctl(pr_set_pdeathsig, signal.SIGKILL)
+    if os.getppid() != server:  # it died before that took effect
+        os._exit(EXIT_ORPHANED)
+
+
 def _prepare_process(spec: LaunchSpec, rank: int) -> None:
     # Interrupts are the launching process's business: it stops every rank itself.
     signal.signal(signal.SIGINT, signal.SIG_IGN)
-    _die_with_parent()
     os.environ.clear()
     os.environ.update(spec.env)
     os.environ.update(
@@ -215,21 +239,24 @@ def _prepare_process(spec: LaunchSpec, rank: int) -> None:
     )
     os.chdir(spec.cwd)
     sys.path[:] = spec.sys_path
-    warnings.filters[:] = spec.warning_filters
+    warnings.filters[:] = _warning_filters(spec.warning_filters)
     if "OMP_NUM_THREADS" not in spec.env:
         # N ranks on a few cores: one thread pool each, sized so they do not oversubscribe.
         torch.set_num_threads(spec.num_threads)
 
 
-def _die_with_parent() -> None:
-    """On Linux, have the kernel kill this rank if the fork server dies."""
-    if not sys.platform.startswith("linux"):
-        return
-    try:
-        pr_set_pdeathsig = 1
-        ctypes.CDLL(None).prctl(pr_set_pdeathsig, signal.SIGKILL)
-    except (OSError, AttributeError):
-        pass
+def _warning_filters(pickled: list[tuple[str, bytes]]) -> list:
+    """The caller's warning filters that can matter here, leaving out any that cannot be rebuilt.
+
+    A filter on a warning category from a module this process has not imported is left out:
+    rebuilding it would import that module (IPython's, in a notebook) into every rank.
+    """
+    filters = []
+    for module, data in pickled:
+        if module in sys.modules or module == "__main__":
+            with contextlib.suppress(Exception):
+                filters.append(cloudpickle.loads(data))
+    return filters
 
 
 def _init_process_group(spec: LaunchSpec, rank: int) -> None:
@@ -255,9 +282,8 @@ def _init_process_group(spec: LaunchSpec, rank: int) -> None:
 class _UnsendableResult(Exception):
     def __init__(self, result: Any, cause: BaseException) -> None:
         super().__init__(
-            f"the function returned a {type(result).__name__} that cannot be sent back "
-            f"({type(cause).__name__}: {cause}). Return tensors, numbers, strings, or lists, "
-            "tuples and dicts of them."
+            f"a {type(result).__name__} ({type(cause).__name__}: {cause}). Return tensors, numbers, "
+            "strings, or lists, tuples and dicts of them."
         )
 
 
@@ -281,18 +307,22 @@ def _pickle_result(result: Any) -> bytes:
 
 def _report_failure(result_fd: int, exc: BaseException) -> NoReturn:
     """Send the error to the launching process, then wait to be stopped by it."""
+    report = {
+        "phase": _phase,
+        "traceback": _traceback_without_launcher_frames(exc),
+        "exception": _pickle_exception(exc),
+        "type_name": type(exc).__qualname__,
+        "message": str(exc),
+    }
     try:
-        report = {
-            "phase": _phase,
-            "traceback": _traceback_without_launcher_frames(exc),
-            "exception": _pickle_exception(exc),
-            "type_name": type(exc).__qualname__,
-            "message": str(exc),
-        }
         send_message(result_fd, "error", report)
-        _flush_output()
-    except BaseException:  # noqa: BLE001 - the pipe may be gone; nothing more to do
-        os._exit(EXIT_INTERNAL)
+    except Exception:  # noqa: BLE001 - the traceback would not pickle: send it as text
+        try:
+            report["traceback"] = "".join(report["traceback"].format())
+            send_message(result_fd, "error", report)
+        except BaseException:  # noqa: BLE001 - the pipe is gone; nothing more to do
+            os._exit(EXIT_INTERNAL)
+    _flush_output()
     time.sleep(FAILED_RANK_LINGER_S)
     os._exit(EXIT_FAILED)
 
@@ -361,15 +391,23 @@ def _describe_stack(frame: Any) -> list[dict[str, Any]]:
 
 
 def _peer_arguments(frame: Any) -> dict[str, Any]:
-    """For a torch.distributed call: the ranks it waits for (src, dst, and its group's ranks)."""
+    """For a torch.distributed call: the ranks it waits for, as global ranks.
+
+    ``src``/``dst`` name the one peer of a send or recv (absent for a recv from any source);
+    ``group`` lists the ranks of the call's process group (None: all of them).
+    """
     if not frame.f_code.co_filename.endswith(os.path.join("distributed", "distributed_c10d.py")):
         return {}
     found: dict[str, Any] = {}
+    local = frame.f_locals
+    group = local.get("group")
     for name in ("src", "dst"):
-        value = frame.f_locals.get(name)
+        value = local.get(name)
+        if not isinstance(value, int) and isinstance(local.get(f"group_{name}"), int):
+            with contextlib.suppress(Exception):  # a rank within `group`: make it global
+                value = dist.get_global_rank(group or dist.group.WORLD, local[f"group_{name}"])
         if isinstance(value, int):
             found[name] = value
-    group = frame.f_locals.get("group")
     with contextlib.suppress(Exception):  # not a group torch knows: leave it out
         found["group"] = dist.get_process_group_ranks(group) if group is not None else None
     return found

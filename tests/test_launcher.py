@@ -93,7 +93,8 @@ def test_a_function_with_the_wrong_parameters_is_refused(no_rank_may_start) -> N
     "kwargs, words",
     [
         ({"backend": "mpi"}, "backend must be one of 'auto', 'gloo', 'nccl'; got 'mpi'"),
-        ({"timeout": 0}, "timeout must be a positive number of seconds; got 0"),
+        ({"timeout": 0}, "timeout must be a positive number of seconds, at most a day; got 0"),
+        ({"timeout": float("inf")}, "at most a day; got inf"),
         ({"timeout": "10"}, "timeout must be a positive number of seconds"),
     ],
 )
@@ -249,6 +250,70 @@ def test_the_original_exception_type_is_reachable() -> None:
     assert {r: type(e) for r, e in info.value.exceptions.items()} == {0: IndexError, 1: IndexError}
 
 
+def _raise_a_local_exception_class(rank: int, world_size: int) -> None:
+    class ShardError(Exception):  # defined where pickle cannot find it by name
+        pass
+
+    raise ShardError(f"no shard for rank {rank}")
+
+
+def test_an_exception_class_defined_in_the_function_keeps_its_report() -> None:
+    with pytest.raises(LaunchError) as info:
+        launch(_raise_a_local_exception_class, 2)
+    message = str(info.value)
+    assert "rank 0 of 2 raised ShardError: no shard for rank 0" in message
+    assert "rank 1 of 2 raised ShardError: no shard for rank 1" in message
+    assert 'raise ShardError(f"no shard for rank {rank}")' in message
+
+
+def test_ranks_dying_together_are_all_named() -> None:
+    with pytest.raises(LaunchError) as info:
+        launch(lambda rank, world_size: os._exit(3), 4)
+    assert [f.rank for f in info.value.failures] == [0, 1, 2, 3]
+    assert all(f.exitcode == 3 for f in info.value.failures)
+
+
+def test_a_warning_category_defined_in_a_notebook_does_not_break_launch() -> None:
+    category = type("NotebookWarning", (UserWarning,), {"__module__": "__main__"})
+    with warnings.catch_warnings():
+        warnings.filterwarnings("ignore", category=category)
+        assert launch(rank_and_size, 2) == [(0, 2), (1, 2)]
+
+
+def _receive_from_anyone(rank: int, world_size: int) -> list[float]:
+    t = torch.zeros(1)
+    if rank == 0:
+        got = []
+        for _ in range(2):
+            dist.recv(t)  # from any source
+            got.append(t.item())
+        return sorted(got)
+    if rank == 2:
+        time.sleep(2.5)  # long enough for a look to see rank 1 returned and rank 0 waiting
+    dist.send(torch.tensor([float(rank)]), dst=0)
+    return []
+
+
+def test_a_recv_from_any_source_is_not_taken_for_a_deadlock() -> None:
+    assert launch(_receive_from_anyone, 3)[0] == [1.0, 2.0]
+
+
+def _start_a_sleeper(rank: int, world_size: int) -> int:
+    return subprocess.Popen(["sleep", "60"]).pid  # never waited for
+
+
+def test_programs_a_rank_starts_do_not_outlive_the_launch() -> None:
+    pids = launch(_start_a_sleeper, 2)
+    time.sleep(0.2)
+    alive = [pid for pid in pids if psutil.pid_exists(pid) and psutil.Process(pid).status() != "zombie"]
+    assert alive == []
+
+
+@pytest.mark.timeout(120)
+def test_the_largest_world_size_runs() -> None:
+    assert launch(rank_and_size, 64, check_collectives=False, timeout=60) == [(r, 64) for r in range(64)]
+
+
 def test_an_unsendable_result_is_reported_as_the_ranks_error() -> None:
     with pytest.raises(LaunchError, match="cannot be sent back"):
         launch(lambda rank, world_size: threading.Lock(), 2)
@@ -290,8 +355,9 @@ def test_under_torchrun_each_process_runs_its_own_rank(tmp_path: Path) -> None:
                 dist.all_reduce(t)
                 return rank, world_size, dist.get_backend(), t.tolist()
 
-            # One write per line: both ranks share torchrun's unbuffered stdout.
-            print(f"RESULT {launch(all_reduce_demo, world_size=2)}", flush=True)
+            result = launch(all_reduce_demo, world_size=2)
+            with open(f"result-{result[0]}.txt", "w") as out:  # one file per rank: no interleaving
+                out.write(repr(result))
             """
         )
     )
@@ -300,10 +366,10 @@ def test_under_torchrun_each_process_runs_its_own_rank(tmp_path: Path) -> None:
     command = [sys.executable, "-m", "torch.distributed.run", "--nproc-per-node", "2", str(script)]
     done = subprocess.run(command, cwd=tmp_path, env=env, capture_output=True, text=True, timeout=180)
     assert done.returncode == 0, done.stdout + done.stderr
-    lines = sorted(line for line in done.stdout.splitlines() if line.startswith("RESULT"))
-    assert lines == [
-        "RESULT (0, 2, 'gloo', [1.0, 3.0, 5.0, 7.0])",
-        "RESULT (1, 2, 'gloo', [1.0, 3.0, 5.0, 7.0])",
+    results = [(tmp_path / f"result-{rank}.txt").read_text() for rank in range(2)]
+    assert results == [
+        "(0, 2, 'gloo', [1.0, 3.0, 5.0, 7.0])",
+        "(1, 2, 'gloo', [1.0, 3.0, 5.0, 7.0])",
     ]
 
 

@@ -55,6 +55,18 @@ def test_waiting_for_a_stuck_rank_is_stuck_too() -> None:
     assert stuck[2] == "waits in recv(src=1) for rank 1, stuck too"
 
 
+def test_a_recv_from_any_source_is_stuck_only_once_every_sender_is_gone() -> None:
+    any_source = {0: blocked(0, "recv", group=None)}  # dist.recv(t): no src
+    assert never_finishing(any_source, returned={1}, world_size=3) == {}  # rank 2 may still send
+    assert never_finishing(any_source, returned={1, 2}, world_size=3) == {
+        0: "waits in recv for ranks 1, 2, which already returned"
+    }
+    mixed = {0: blocked(0, "recv", group=None), 2: blocked(2, "recv", src=1)}
+    assert never_finishing(mixed, returned={1}, world_size=3)[0] == (
+        "waits in recv for rank 1, which already returned and rank 2, stuck too"
+    )
+
+
 def test_a_wait_on_an_async_request_is_not_judged() -> None:
     waiting = RankStack(1, "running", [{"filename": USER, "lineno": 7, "name": "step", "peers": {}}], 1.0)
     assert never_finishing({1: waiting}, returned={0}, world_size=2) == {}

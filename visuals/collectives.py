@@ -23,6 +23,7 @@ def draw_collective(
     Each value is coloured by the rank it came from; a value summed over ranks is grey.
     """
     origin = _origins(before)
+    summed = name in ("reduce", "all_reduce", "reduce_scatter") and len(before) > 1
     width = max(len(t) for t in [*before, *after] if t is not None)
     fig, axes = plt.subplots(1, 2, figsize=(1.6 + 0.55 * width * 2, 0.5 + 0.45 * len(before)))
     for ax, title, tensors in ((axes[0], "before", before), (axes[1], f"after {name}", after)):
@@ -34,7 +35,7 @@ def draw_collective(
                 ax.text(0.1, y + 0.4, "(nothing)", va="center", color="grey")
                 continue
             for i, value in enumerate(tensor.tolist()):
-                colour = origin.get(value, MIXED)
+                colour = MIXED if summed and tensors is after else origin.get(value, MIXED)
                 ax.add_patch(Rectangle((i, y), 0.95, 0.8, facecolor=colour, alpha=0.55, edgecolor="black"))
                 ax.text(i + 0.47, y + 0.4, f"{value:g}", ha="center", va="center", fontsize=9)
         ax.set_xlim(-2.2, width)
@@ -54,10 +55,14 @@ def _origins(before: Sequence[torch.Tensor | None]) -> dict[float, tuple]:
 
 
 def collective_explorer(
-    run: Callable[[str, int], tuple[list, list]], collectives: Sequence[str], max_world_size: int = 4
+    run: Callable[[str, int, int], tuple[list, list]],
+    collectives: Sequence[str],
+    rooted: Sequence[str] = ("broadcast", "reduce", "gather", "scatter"),
+    max_world_size: int = 4,
 ):
-    """A dropdown of collectives and a world-size slider; shows ``run(name, world_size)``'s
-    before and after. ``run`` really runs the collective, so each change takes a launch."""
+    """Pick a collective, a world size and (for ``rooted`` collectives) the root; shows
+    ``run(name, world_size, root)``'s before and after. ``run`` really runs the collective, so
+    each change takes a launch."""
     import ipywidgets as widgets
     from IPython.display import display
 
@@ -65,19 +70,22 @@ def collective_explorer(
     size = widgets.IntSlider(
         value=min(4, max_world_size), min=1, max=max_world_size, description="world size"
     )
+    root = widgets.IntSlider(value=0, min=0, max=size.value - 1, description="root", disabled=True)
     output = widgets.Output()
 
     def update(*_: object) -> None:
+        root.max = size.value - 1
+        root.disabled = choice.value not in rooted
         with output:
             output.clear_output(wait=True)
-            before, after = run(choice.value, size.value)
+            before, after = run(choice.value, size.value, root.value)
             display(draw_collective(choice.value, before, after))
             plt.close("all")
 
-    choice.observe(update, "value")
-    size.observe(update, "value")
+    for widget in (choice, size, root):
+        widget.observe(update, "value")
     update()
-    return widgets.VBox([widgets.HBox([choice, size]), output])
+    return widgets.VBox([widgets.HBox([choice, size, root]), output])
 
 
 # -- ring all_reduce ----------------------------------------------------------------------------
@@ -174,16 +182,23 @@ def draw_ring_step(world_size: int, step: int) -> Figure:
 def ring_explorer(max_world_size: int = 6):
     """Sliders for the world size and the step of a ring all_reduce."""
     import ipywidgets as widgets
+    from IPython.display import display
 
-    def show(world_size: int, step: int) -> None:
-        draw_ring_step(world_size, min(step, 2 * (world_size - 1)))
-        plt.show()
+    size = widgets.IntSlider(value=4, min=2, max=max_world_size, description="world size")
+    step = widgets.IntSlider(value=0, min=0, max=2 * (size.value - 1), description="step")
+    output = widgets.Output()
 
-    return widgets.interactive(
-        show,
-        world_size=widgets.IntSlider(value=4, min=2, max=max_world_size, description="world size"),
-        step=widgets.IntSlider(value=0, min=0, max=2 * (max_world_size - 1), description="step"),
-    )
+    def update(*_: object) -> None:
+        step.max = 2 * (size.value - 1)  # the last position shows the finished all_reduce
+        with output:
+            output.clear_output(wait=True)
+            display(draw_ring_step(size.value, step.value))
+            plt.close("all")
+
+    size.observe(update, "value")
+    step.observe(update, "value")
+    update()
+    return widgets.VBox([widgets.HBox([size, step]), output])
 
 
 # -- binomial tree broadcast --------------------------------------------------------------------
