@@ -218,6 +218,20 @@ def _cases(sizes: Sequence[Any], dtypes: Sequence[torch.dtype]) -> list[tuple[tu
     return [((size,) if isinstance(size, int) else tuple(size), dtype) for size in sizes for dtype in dtypes]
 
 
+def _run_in_place(
+    fn: Callable, world_sizes: Sequence[int], sizes: Sequence[Any], dtypes: Sequence[torch.dtype]
+) -> Iterator[tuple[int, tuple, list[dict]]]:
+    """Run ``fn(tensor)`` on every case at every world size, check that it all-reduced in place,
+    and yield ``(world_size, shape, each rank's communication summary)`` for further checks."""
+    __tracebackhide__ = True
+    cases = _cases(sizes, dtypes)
+    for world_size in world_sizes:
+        results = run_ranks(_in_place_cases, world_size, fn, cases, what=_running(fn, cases))
+        summaries = _check_in_place_results(fn.__name__, world_size, cases, results)
+        for (shape, _), ranks in zip(cases, summaries, strict=True):
+            yield world_size, shape, ranks
+
+
 def _check_in_place_results(name: str, world_size: int, cases: list, results: list) -> list:
     """Check values (in place, nothing returned); yield each case's communication summary."""
     __tracebackhide__ = True
@@ -242,27 +256,22 @@ def check_all_reduce_by_parts(
 ) -> None:
     """``fn(tensor)`` must all-reduce in place with one reduce_scatter and one all_gather."""
     __tracebackhide__ = True
-    cases = _cases(sizes, dtypes)
-    for world_size in world_sizes:
-        results = run_ranks(_in_place_cases, world_size, fn, cases, what=_running(fn, cases))
-        for (shape, _), ranks in zip(
-            cases, _check_in_place_results(fn.__name__, world_size, cases, results), strict=True
-        ):
-            for rank, summary in enumerate(ranks):
-                what = f"{fn.__name__} on {world_size} ranks, {list(shape)} elements: rank {rank}"
-                used = summary["collectives"]
-                if used != {"reduce_scatter": 1, "all_gather": 1}:
+    for world_size, shape, ranks in _run_in_place(fn, world_sizes, sizes, dtypes):
+        for rank, summary in enumerate(ranks):
+            what = f"{fn.__name__} on {world_size} ranks, {list(shape)} elements: rank {rank}"
+            used = summary["collectives"]
+            if used != {"reduce_scatter": 1, "all_gather": 1}:
+                fail(
+                    f"{what} called {_describe_calls(used)}; it should call reduce_scatter once and "
+                    "all_gather once (and no all_reduce)."
+                )
+            chunk = -(-math.prod(shape) // world_size)
+            for name, numels in summary["calls"]:
+                if min(numels) > chunk:
                     fail(
-                        f"{what} called {_describe_calls(used)}; it should call reduce_scatter once and "
-                        "all_gather once (and no all_reduce)."
+                        f"{what} passed {min(numels)} elements per rank to {name}; each rank's part "
+                        f"is its chunk of the sum, about n / p = {chunk} elements."
                     )
-                chunk = -(-math.prod(shape) // world_size)
-                for name, numels in summary["calls"]:
-                    if min(numels) > chunk:
-                        fail(
-                            f"{what} passed {min(numels)} elements per rank to {name}; each rank's part "
-                            f"is its chunk of the sum, about n / p = {chunk} elements."
-                        )
 
 
 def _running(fn: Callable, cases: list[tuple[tuple, torch.dtype]]) -> str:
@@ -293,16 +302,10 @@ def check_ring_all_reduce(
     sends 2(p-1)/p of the tensor in all (exactly, when p divides its size).
     """
     __tracebackhide__ = True
-    cases = _cases(sizes, dtypes)
-    for p in world_sizes:
-        results = run_ranks(_in_place_cases, p, fn, cases, what=_running(fn, cases))
-        for (shape, _), ranks in zip(
-            cases, _check_in_place_results(fn.__name__, p, cases, results), strict=True
-        ):
-            numel = math.prod(shape)
-            what = f"{fn.__name__} on {p} ranks, {numel} elements"
-            for rank, summary in enumerate(ranks):
-                _check_ring_messages(what, rank, p, numel, summary)
+    for p, shape, ranks in _run_in_place(fn, world_sizes, sizes, dtypes):
+        numel = math.prod(shape)
+        for rank, summary in enumerate(ranks):
+            _check_ring_messages(f"{fn.__name__} on {p} ranks, {numel} elements", rank, p, numel, summary)
 
 
 def _check_ring_messages(what: str, rank: int, p: int, numel: int, summary: dict) -> None:
