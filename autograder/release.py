@@ -48,12 +48,10 @@ def nbgrader_environment() -> dict[str, str]:
     return env
 
 
-def generate(ids: list[str], root: Path = ROOT, *, database: bool = True) -> None:
+def generate(ids: list[str], root: Path = ROOT) -> None:
     """Run ``nbgrader generate_assignment`` for each assignment (``"*"``: all of them), from ``root``."""
     for assignment in ids:
         command = [sys.executable, "-m", "nbgrader", "generate_assignment", assignment, "--force"]
-        if not database:
-            command.append("--no-db")
         subprocess.run(command, cwd=root, env=nbgrader_environment(), check=True)
 
 

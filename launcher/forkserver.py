@@ -34,13 +34,14 @@ import subprocess
 import sys
 import tempfile
 import threading
+import time
 from pathlib import Path
 from typing import Any
 
 MESSAGE_HEADER = struct.Struct("!Q")
 FDS_PER_RANK = 4  # stdout, stderr, result (rank -> caller), control (caller -> rank)
 STARTUP_TIMEOUT_S = 120.0  # importing torch on a slow laptop's cold disk can take a while
-REPLY_TIMEOUT_S = 30.0  # forking ranks takes milliseconds; no answer in this long means trouble
+REPLY_TIMEOUT_S = 120.0  # forking takes milliseconds, but the server may be importing a preload
 EXIT_INTERNAL = 70  # a rank's bootstrap broke (a bug in the launcher)
 
 
@@ -77,6 +78,33 @@ def read_frame(fd: int) -> Any | None:
     return None if data is None else pickle.loads(data)
 
 
+class Frames:
+    """Assembles framed messages from whatever a non-blocking pipe or socket has to give."""
+
+    def __init__(self) -> None:
+        self.buffer = bytearray()
+
+    def feed(self, data: bytes) -> list[Any]:
+        self.buffer += data
+        messages = []
+        while len(self.buffer) >= MESSAGE_HEADER.size:
+            (size,) = MESSAGE_HEADER.unpack_from(self.buffer)
+            if len(self.buffer) < MESSAGE_HEADER.size + size:
+                break
+            body = bytes(self.buffer[MESSAGE_HEADER.size : MESSAGE_HEADER.size + size])
+            del self.buffer[: MESSAGE_HEADER.size + size]
+            messages.append(pickle.loads(body))
+        return messages
+
+
+def read_available(fd: int) -> bytes | None:
+    """What a non-blocking pipe or socket has: data, b"" at end of file, or None if nothing yet."""
+    try:
+        return os.read(fd, 1 << 20)
+    except BlockingIOError:
+        return None
+
+
 def wait_readable(fd: int, timeout: float | None) -> bool:
     """True once ``fd`` has something to read (or reached end of file), False on timeout."""
     with selectors.DefaultSelector() as selector:
@@ -88,7 +116,12 @@ def wait_readable(fd: int, timeout: float | None) -> bool:
 
 
 class ForkServer:
-    """Handle on a running fork server, used by `launch`."""
+    """Handle on a running fork server, used by `launch`.
+
+    Its socket is read without blocking and its messages assembled whole, so an interrupt can
+    never leave a message half read. An interrupt while a message is half sent cannot be undone:
+    the server is then marked broken, and the next launch starts a new one.
+    """
 
     def __init__(self, preload: list[str]) -> None:
         ours, theirs = socket.socketpair()
@@ -105,7 +138,7 @@ class ForkServer:
             # Forking after importing torch can trip the Objective-C runtime's fork check.
             env.setdefault("OBJC_DISABLE_INITIALIZE_FORK_SAFETY", "YES")
         # What the server writes itself (an import error, say) goes to this file, to be shown
-        # if it fails to start. The ranks get their own stdout and stderr.
+        # if it fails. The ranks get their own stdout and stderr.
         self.log = tempfile.TemporaryFile()  # noqa: SIM115 - kept open as long as the server runs
         self.process = subprocess.Popen(
             [sys.executable, "-c", boot, str(theirs.fileno()), package_parent, *preload],
@@ -118,73 +151,93 @@ class ForkServer:
         )
         theirs.close()
         self.sock = ours
-        self.pending: list[tuple] = []  # notices that arrived while waiting for a reply
+        self.sock.setblocking(False)
+        self.frames = Frames()
+        self.pending: list[tuple] = []  # messages received but not yet asked for
+        self.broken = False
         try:
-            self._await_ready()
+            ready = self._reply(("ready", "failed"), STARTUP_TIMEOUT_S, "start")
         except BaseException:
-            self.close()
+            self.close(wait=0)  # it has no ranks yet: no need to wait for it
             raise
-
-    def _await_ready(self) -> None:
-        if not wait_readable(self.fileno(), STARTUP_TIMEOUT_S):
-            raise ForkServerError(
-                f"the launcher's fork server did not start within {STARTUP_TIMEOUT_S:.0f} s"
-            )
-        message = read_frame(self.fileno())
-        if message is None or message[0] != "ready":
-            self.log.seek(0)
-            output = self.log.read().decode(errors="replace").strip()
-            detail = message[1] if message else f"it exited with code {self.process.wait()}:\n{output}"
-            raise ForkServerError(f"the launcher's fork server did not start; {detail}")
+        if ready[0] == "failed":
+            self.close(wait=0)
+            raise ForkServerError(f"the launcher's fork server did not start:\n{ready[1]}")
 
     def fileno(self) -> int:
         return self.sock.fileno()
 
     def alive(self) -> bool:
-        return self.process.poll() is None
+        return not self.broken and self.process.poll() is None
 
     def start_ranks(self, launch_id: int, spec: bytes, rank_fds: list[tuple[int, ...]]) -> list[int]:
         """Fork one process per entry of ``rank_fds``; return their pids (index = rank)."""
-        self.sock.sendall(frame(("start", launch_id, spec, len(rank_fds))))
-        for fds in rank_fds:  # one message per rank: a message may carry only so many fds
-            socket.send_fds(self.sock, [b"F"], list(fds))
-        return self._reply("started")[2]
+        self._send(frame(("start", launch_id, spec, len(rank_fds))), [list(fds) for fds in rank_fds])
+        reply = self._reply(("started", "failed"), REPLY_TIMEOUT_S, "fork the ranks")
+        if reply[0] == "failed":
+            self.broken = True
+            raise ForkServerError(f"the launcher's fork server could not start the ranks: {reply[2]}")
+        return reply[2]
 
     def preload(self, modules: list[str]) -> None:
         """Have the server import these modules before it forks the next ranks."""
-        self.sock.sendall(frame(("preload", modules)))
+        self._send(frame(("preload", modules)))
 
     def kill(self, launch_id: int) -> None:
         """SIGKILL every process of this launch that has not exited yet."""
-        self.sock.sendall(frame(("kill", launch_id)))
+        self._send(frame(("kill", launch_id)))
 
-    def read_notice(self) -> tuple | None:
-        """The next notice (``("exited", launch_id, rank, returncode)``); None if the server died."""
-        if self.pending:
-            return self.pending.pop(0)
-        return read_frame(self.fileno())
+    def notices(self) -> list[tuple]:
+        """The messages that have arrived (call when the socket is readable)."""
+        self._receive()
+        notices, self.pending = self.pending, []
+        return notices
 
-    def _reply(self, kind: str) -> tuple:
+    def _send(self, data: bytes, fd_groups: list[list[int]] = ()) -> None:
+        try:
+            self.sock.setblocking(True)
+            self.sock.sendall(data)
+            for fds in fd_groups:  # one message per rank: a message may carry only so many fds
+                socket.send_fds(self.sock, [b"F"], fds)
+        except BaseException:
+            self.broken = True  # the server may hold half a message: never talk to it again
+            raise
+        finally:
+            self.sock.setblocking(False)
+
+    def _receive(self) -> None:
+        data = read_available(self.fileno())
+        if data == b"":
+            self.broken = True
+            self.log.seek(0)
+            output = self.log.read().decode(errors="replace").strip()
+            raise ForkServerError(
+                f"the launcher's fork server stopped unexpectedly (exit code {self.process.wait()})"
+                + (f":\n{output}" if output else "")
+            )
+        if data:
+            self.pending += self.frames.feed(data)
+
+    def _reply(self, kinds: tuple[str, ...], timeout: float, doing: str) -> tuple:
+        deadline = time.monotonic() + timeout
         while True:
-            if not wait_readable(self.fileno(), REPLY_TIMEOUT_S):
-                raise ForkServerError(
-                    f"the launcher's fork server did not answer within {REPLY_TIMEOUT_S:.0f} s"
-                )
-            message = read_frame(self.fileno())
-            if message is None:
-                raise ForkServerError(
-                    f"the launcher's fork server stopped unexpectedly (exit code {self.process.wait()})"
-                )
-            if message[0] == kind:
-                return message
-            self.pending.append(message)
+            for i, message in enumerate(self.pending):
+                if message[0] in kinds:
+                    return self.pending.pop(i)
+            remaining = deadline - time.monotonic()
+            if remaining <= 0 or not wait_readable(self.fileno(), remaining):
+                self.broken = True
+                raise ForkServerError(f"the launcher's fork server did not {doing} within {timeout:.0f} s")
+            self._receive()
 
-    def close(self) -> None:
-        """Stop the server (it kills its children first) and reap it."""
+    def close(self, wait: float = 5.0) -> None:
+        """Stop the server and reap it. Closing its socket makes it kill its ranks and exit;
+        if it has not within ``wait`` seconds, it is killed."""
+        self.broken = True
         self.sock.close()
         self.log.close()
         try:
-            self.process.wait(timeout=5)
+            self.process.wait(timeout=wait)
         except subprocess.TimeoutExpired:
             self.process.kill()
             self.process.wait()
@@ -200,7 +253,7 @@ def get_server() -> ForkServer:
     global _server
     with _server_lock:
         if _server is not None and not _server.alive():
-            _server.close()
+            _server.close(wait=2)  # broken or dead: it may still hold ranks that must go
             _server = None
         if _server is None:
             _server = ForkServer(_preloaded)
@@ -208,12 +261,12 @@ def get_server() -> ForkServer:
 
 
 def retire(server: ForkServer) -> None:
-    """Stop using a server whose conversation went wrong; the next launch starts a new one."""
+    """Stop a server whose conversation went wrong, and its ranks; the next launch starts anew."""
     global _server
     with _server_lock:
         if _server is server:
             _server = None
-    server.close()
+    server.close(wait=2)
 
 
 def preload(*modules: str) -> None:
@@ -264,6 +317,7 @@ def serve(fd: int, preload: list[str]) -> None:
         sock.sendall(frame(("failed", traceback.format_exc())))
         return
     _import_quietly(preload)
+    _raise_file_limit()
 
     wakeup_r, wakeup_w = os.pipe()
     os.set_blocking(wakeup_w, False)
@@ -284,7 +338,10 @@ def serve(fd: int, preload: list[str]) -> None:
                 break
             if message[0] == "start":
                 _, launch_id, spec, nranks = message
-                fds = [socket.recv_fds(sock, 1, FDS_PER_RANK)[1] for _ in range(nranks)]
+                fds = _receive_rank_fds(sock, nranks)
+                if fds is None:
+                    sock.sendall(frame(("failed", launch_id, "it could not receive the ranks' pipes")))
+                    continue
                 inherited = [sock.fileno(), wakeup_r, wakeup_w, *(f for group in fds for f in group)]
                 pids = []
                 for rank, rank_fds in enumerate(fds):
@@ -346,18 +403,43 @@ def _fork_rank(rank_module: Any, spec: bytes, rank: int, fds: list[int], inherit
 
 
 def _reap(children: dict[int, tuple[int, int]], sock: socket.socket) -> None:
-    while children:
-        try:  # look without reaping: while the rank is a zombie, its pid (and group) stay its own
-            exited = os.waitid(os.P_ALL, 0, os.WEXITED | os.WNOHANG | os.WNOWAIT)
-        except ChildProcessError:
-            return
-        if exited is None:
-            return
-        _kill(exited.si_pid)  # anything the rank started, left in its process group, goes with it
-        pid, status = os.waitpid(exited.si_pid, 0)
-        launch_id, rank = children.pop(pid, (None, None))
-        if launch_id is not None:
-            sock.sendall(frame(("exited", launch_id, rank, os.waitstatus_to_exitcode(status))))
+    for pid in list(children):
+        try:
+            done, status = os.waitpid(pid, os.WNOHANG)
+        except ChildProcessError:  # already gone: report it as killed
+            done, status = pid, signal.SIGKILL
+        if not done:
+            continue
+        # Anything the rank started, left in its process group, goes with it. (A group outlives
+        # its leader while it has members, so its number cannot have been given to another.)
+        _kill(pid)
+        launch_id, rank = children.pop(pid)
+        sock.sendall(frame(("exited", launch_id, rank, os.waitstatus_to_exitcode(status))))
+
+
+def _receive_rank_fds(sock: socket.socket, nranks: int) -> list[list[int]] | None:
+    """Each rank's four pipes, one message per rank; None (all closed) if any did not arrive."""
+    received: list[list[int]] = []
+    for _ in range(nranks):
+        try:
+            data, fds, _, _ = socket.recv_fds(sock, 1, FDS_PER_RANK)
+        except OSError:
+            data, fds = b"", []
+        received.append(fds)
+        if not data or len(fds) != FDS_PER_RANK:  # too many open files drops them silently
+            for fd in (f for group in received for f in group):
+                os.close(fd)
+            return None
+    return received
+
+
+def _raise_file_limit() -> None:
+    """Ranks inherit this process's limit on open files: make it as high as allowed."""
+    with contextlib.suppress(ImportError, ValueError, OSError):
+        import resource
+
+        _, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+        resource.setrlimit(resource.RLIMIT_NOFILE, (hard, hard))
 
 
 def _kill(pid: int) -> None:

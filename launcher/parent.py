@@ -37,15 +37,15 @@ from .errors import (
     never_finishing,
     secondary_failures,
 )
-from .forkserver import MESSAGE_HEADER, ForkServerError, get_server, retire, wait_readable
+from .forkserver import ForkServerError, Frames, get_server, read_available, retire, wait_readable
 from .rank import EXIT_ORPHANED, RETURNED, RUNNING, LaunchSpec, current_context
 
 DEFAULT_TIMEOUT_S = 30.0
 MAX_LOCAL_WORLD_SIZE = 64
 FAILURE_GRACE_S = 0.3  # after a rank fails, how long the others get to report their own errors
-FIRST_LOOK_S = 1.0  # first look at where the ranks are; then at doubling intervals
+FIRST_LOOK_S = 0.5  # first look at where the ranks are; then at doubling intervals
 AFTER_RETURN_LOOK_S = 0.2  # look this soon after a rank returns while others have not
-CONFIRM_LOOK_S = 1.0  # a deadlock seen in one look is confirmed by another this much later
+CONFIRM_LOOK_S = 0.5  # a deadlock seen in one look is confirmed by another this much later
 ANSWER_WAIT_S = 1.0  # how long the ranks get to answer a look
 RELEASE_WAIT_S = 10.0  # once every rank returned, how long they get to exit
 STOP_WAIT_S = 2.0  # how long stopped ranks get to exit (five times that under NCCL)
@@ -81,7 +81,7 @@ def launch(
             ``get_device()`` tells a rank which device to use.
         timeout: seconds the ranks may run. After that, ``launch`` raises `LaunchHang`
             showing where each rank is stuck. A deadlock it can prove (say, a recv from a
-            rank that already returned) is reported within a couple of seconds instead.
+            rank that already returned) is reported within about a second instead.
         check_collectives: have torch check, before every collective, that all ranks call the
             same one with the same shapes (``TORCH_DISTRIBUTED_DEBUG=DETAIL``), so a mismatch
             is reported at once instead of hanging or corrupting data. It costs an extra small
@@ -394,30 +394,11 @@ class _RankPipes:
             self.control_w = -1
 
 
-class _Frames:
-    """Assembles framed messages from whatever a non-blocking pipe has to give."""
-
-    def __init__(self) -> None:
-        self.buffer = bytearray()
-
-    def feed(self, data: bytes) -> list[Any]:
-        self.buffer += data
-        messages = []
-        while len(self.buffer) >= MESSAGE_HEADER.size:
-            (size,) = MESSAGE_HEADER.unpack_from(self.buffer)
-            if len(self.buffer) < MESSAGE_HEADER.size + size:
-                break
-            body = bytes(self.buffer[MESSAGE_HEADER.size : MESSAGE_HEADER.size + size])
-            del self.buffer[: MESSAGE_HEADER.size + size]
-            messages.append(pickle.loads(body))
-        return messages
-
-
 class _Launch:
     """One call of `launch`: start the ranks, relay their output, collect what they send.
 
-    While the ranks run, it looks at where they are now and then (at 1 s, 2 s, 4 s, ... and
-    soon after a rank returns early). Two looks a second apart that show ranks which can never
+    While the ranks run, it looks at where they are now and then (at 0.5 s, 1 s, 2 s, ... and
+    soon after a rank returns early). Two looks half a second apart that show ranks which can never
     finish (`never_finishing`), in the same place and idle, end the launch with a LaunchHang
     long before the timeout.
     """
@@ -435,7 +416,8 @@ class _Launch:
         self.stop_at: float | None = None  # when to stop the ranks still running
         self.stop_sent = False
         self.printer = _OutputPrinter()
-        self.frames = [_Frames() for _ in range(self.size)]
+        self.frames = [Frames() for _ in range(self.size)]
+        self.looks_asked = [0] * self.size  # stack requests sent to each rank
         self.server: Any = None
         self.pipes: list[_RankPipes] = []
         # Looking at where the ranks are:
@@ -458,12 +440,12 @@ class _Launch:
             self.spec.store_path = os.path.join(store_dir, "store")
             for _ in range(self.size):
                 self.pipes.append(_RankPipes())
-            self.server = get_server()
             try:
+                self.server = get_server()
                 self.server.start_ranks(self.id, pickle.dumps(self.spec), [p.rank_ends() for p in self.pipes])
             except BaseException:
-                # The conversation with the server may be out of step: never reuse it.
-                retire(self.server)
+                if self.server is not None:  # it may hold half a message, or ranks: stop it all
+                    retire(self.server)
                 raise
             finally:
                 for p in self.pipes:
@@ -497,8 +479,8 @@ class _Launch:
         self.deadline = start + self.timeout
         self.next_look_at = start + FIRST_LOOK_S
         end_at = None  # stop relaying then, even if a pipe is still open
-        while self.server.pending:
-            self._on_notice(self.server.read_notice())
+        for notice in self.server.notices():
+            self._on_notice(notice)
         try:
             while True:
                 now = time.monotonic()
@@ -525,15 +507,10 @@ class _Launch:
                 for key, _ in selector.select(min(wake) - now if wake else None):
                     kind, rank = key.data
                     if kind == "server":
-                        notice = self.server.read_notice()
-                        if notice is None:
-                            selector.unregister(key.fd)
-                            raise ForkServerError(
-                                "the launcher's fork server stopped unexpectedly; launch again to restart it"
-                            )
-                        self._on_notice(notice)
+                        for notice in self.server.notices():  # raises if the server is gone
+                            self._on_notice(notice)
                         continue
-                    data = _read_available(key.fd)
+                    data = read_available(key.fd)
                     if data:
                         if kind == "message":
                             for message in self.frames[rank].feed(data):
@@ -560,11 +537,11 @@ class _Launch:
             self.failures[rank] = RankFailure(
                 rank=rank,
                 exception=_unpickle_exception(body),
-                traceback=format_traceback(body["traceback"]),
+                traceback=_rank_traceback(body),
                 phase=body["phase"],
             )
             self._schedule_stop(FAILURE_GRACE_S)
-        elif kind == "stack" and rank in self.look_waiting:
+        elif kind == "stack" and rank in self.look_waiting and body["look"] == self.looks_asked[rank]:
             self.look[rank] = RankStack(rank, body["phase"], body["frames"], body["cpu_s"])
             self.look_waiting.discard(rank)
             if not self.look_waiting:
@@ -578,8 +555,8 @@ class _Launch:
         self.look_waiting.discard(rank)
         if rank in self.failures or (rank in self.results and code == 0):
             return
-        if self.stop_sent and code in (-signal.SIGKILL, EXIT_ORPHANED):
-            return  # we stopped it
+        if self.stop_sent and (code in (-signal.SIGKILL, EXIT_ORPHANED) or self.timed_out or self.deadlocked):
+            return  # we stopped it (or stopped a hang: how it died then is beside the point)
         # A rank died. Others may die the same way at the same moment: give them a moment to
         # say so (what the rest then report about lost connections is set aside as a consequence).
         phase = RETURNED if rank in self.results else RUNNING
@@ -623,6 +600,7 @@ class _Launch:
         for rank in self.look_waiting:
             with contextlib.suppress(OSError):
                 os.write(self.pipes[rank].control_w, b"s")
+                self.looks_asked[rank] += 1
         if not self.look_waiting:
             self._finish_look()
 
@@ -653,11 +631,14 @@ class _Launch:
         """Kill every rank of this launch that is still running."""
         self.stop_sent = True
         self.stopped = [r for r in range(self.size) if r not in self.exit_codes and r not in self.failures]
-        if self.server.alive():
-            with contextlib.suppress(OSError):
-                self.server.kill(self.id)
         for p in self.pipes:
             p.close_control()
+        if self.server.alive():
+            try:
+                self.server.kill(self.id)
+            except BaseException:
+                retire(self.server)  # the kill may be half sent: stopping the server stops the ranks
+                raise
 
     def _abort(self) -> None:
         """Stop the ranks after an interrupt or an internal error, and wait until they are gone."""
@@ -677,16 +658,14 @@ class _Launch:
                 return
 
     def _wait_for_exit(self, give_up_at: float) -> bool:
-        """Wait for the next notice from the fork server; False once there is none to wait for."""
+        """Wait for notices from the fork server; False once there is none to wait for."""
         remaining = give_up_at - time.monotonic()
         if remaining <= 0 or not self.server.alive():
             return False
-        if not self.server.pending and not wait_readable(self.server.fileno(), remaining):
+        if not wait_readable(self.server.fileno(), remaining):
             return False
-        notice = self.server.read_notice()
-        if notice is None:
-            return False
-        self._on_notice(notice)
+        for notice in self.server.notices():
+            self._on_notice(notice)
         return True
 
     def _outcome(self) -> list[Any] | BaseException:
@@ -712,12 +691,13 @@ class _Launch:
             )
 
 
-def _read_available(fd: int) -> bytes | None:
-    """What a readable pipe has: data, b"" at end of file, or None if nothing after all."""
-    try:
-        return os.read(fd, 1 << 20)
-    except BlockingIOError:
-        return None
+def _rank_traceback(report: dict[str, Any]) -> str:
+    """The rank's traceback, formatted here if it can be rebuilt here (for a notebook's source
+    lines), else as the rank formatted it."""
+    if report["traceback"] is not None:
+        with contextlib.suppress(Exception):
+            return format_traceback(pickle.loads(report["traceback"]))
+    return format_traceback(report["traceback_text"])
 
 
 def _unpickle_exception(report: dict[str, Any]) -> BaseException:

@@ -112,11 +112,9 @@ def get_device(rank: int | None = None) -> torch.device:
 
 
 def send_message(fd: int, kind: str, body: Any) -> None:
-    """Send one framed message ``(kind, body)`` on a pipe (thread-safe).
-
-    cloudpickle, so that a class defined in a notebook (an exception's, say) travels too.
-    """
-    data = cloudpickle.dumps((kind, body), protocol=pickle.HIGHEST_PROTOCOL)
+    """Send one framed message ``(kind, body)`` on a pipe (thread-safe). Bodies are plain data
+    and bytes, so the launching process can always read them."""
+    data = pickle.dumps((kind, body), protocol=pickle.HIGHEST_PROTOCOL)
     with _send_lock:
         _write_all(fd, MESSAGE_HEADER.pack(len(data)) + data)
 
@@ -306,25 +304,34 @@ def _pickle_result(result: Any) -> bytes:
 
 
 def _report_failure(result_fd: int, exc: BaseException) -> NoReturn:
-    """Send the error to the launching process, then wait to be stopped by it."""
-    report = {
-        "phase": _phase,
-        "traceback": _traceback_without_launcher_frames(exc),
-        "exception": _pickle_exception(exc),
-        "type_name": type(exc).__qualname__,
-        "message": str(exc),
-    }
+    """Send the error to the launching process, then wait to be stopped by it.
+
+    The traceback goes twice: as text, and pickled, for the launching process to format with
+    its own source lines (a notebook's cells) if it can rebuild it.
+    """
     try:
+        tb_exc = _traceback_without_launcher_frames(exc)
+        report = {
+            "phase": _phase,
+            "traceback": _pickled(tb_exc),
+            "traceback_text": "".join(tb_exc.format()),
+            "exception": _pickled(exc, check=True),
+            "type_name": type(exc).__qualname__,
+            "message": _message(exc),
+        }
         send_message(result_fd, "error", report)
-    except Exception:  # noqa: BLE001 - the traceback would not pickle: send it as text
-        try:
-            report["traceback"] = "".join(report["traceback"].format())
-            send_message(result_fd, "error", report)
-        except BaseException:  # noqa: BLE001 - the pipe is gone; nothing more to do
-            os._exit(EXIT_INTERNAL)
-    _flush_output()
+        _flush_output()
+    except BaseException:  # noqa: BLE001 - the pipe is gone; nothing more to do
+        os._exit(EXIT_INTERNAL)
     time.sleep(FAILED_RANK_LINGER_S)
     os._exit(EXIT_FAILED)
+
+
+def _message(exc: BaseException) -> str:
+    try:
+        return str(exc)
+    except Exception:  # noqa: BLE001 - an exception whose __str__ fails
+        return f"<{type(exc).__qualname__} whose message could not be shown>"
 
 
 def _traceback_without_launcher_frames(exc: BaseException) -> traceback.TracebackException:
@@ -342,10 +349,12 @@ def _traceback_without_launcher_frames(exc: BaseException) -> traceback.Tracebac
     return tb_exc
 
 
-def _pickle_exception(exc: BaseException) -> bytes | None:
+def _pickled(obj: Any, check: bool = False) -> bytes | None:
+    """cloudpickle of ``obj`` (so that classes defined in a notebook travel too), or None."""
     try:
-        data = cloudpickle.dumps(exc)
-        cloudpickle.loads(data)  # some exceptions pickle but cannot be rebuilt
+        data = cloudpickle.dumps(obj)
+        if check:
+            cloudpickle.loads(data)  # some exceptions pickle but cannot be rebuilt
         return data
     except Exception:  # noqa: BLE001
         return None
@@ -354,6 +363,7 @@ def _pickle_exception(exc: BaseException) -> bytes | None:
 def _serve_control(control_fd: int, result_fd: int) -> None:
     """Answer stack requests and the release; exit the rank when the control pipe closes."""
     main_thread_id = threading.main_thread().ident
+    asked = 0
     while True:
         try:
             request = os.read(control_fd, 1)
@@ -363,8 +373,14 @@ def _serve_control(control_fd: int, result_fd: int) -> None:
             _flush_output()
             os._exit(EXIT_ORPHANED)
         if request == b"s":
+            asked += 1  # numbered, so that a late answer is not taken for the next look's
             frame = sys._current_frames().get(main_thread_id)
-            stack = {"phase": _phase, "frames": _describe_stack(frame), "cpu_s": time.process_time()}
+            stack = {
+                "phase": _phase,
+                "frames": _describe_stack(frame),
+                "cpu_s": time.process_time(),
+                "look": asked,
+            }
             send_message(result_fd, "stack", stack)
         elif request == b"x":
             _released.set()

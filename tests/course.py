@@ -28,6 +28,9 @@ REPO = Path(__file__).resolve().parent.parent
 WRONG = REPO / "tests" / "wrong_submissions"
 ASSIGNMENTS = assignments(REPO)
 
+# What a student's install does not have: the instructors' and developers' tools.
+NOT_FOR_STUDENTS = ("nbgrader", "nbclient", "nbconvert", "nbformat", "pytest")
+
 
 def notebook_path(folder: str, assignment: str) -> Path:
     (path,) = (REPO / folder / assignment).glob("*.ipynb")
@@ -50,12 +53,14 @@ def is_test(cell: nbformat.NotebookNode) -> bool:
     return bool(cell.metadata.get("nbgrader", {}).get("grade")) and cell.cell_type == "code"
 
 
+def without_solution_markers(code: str) -> str:
+    return re.sub(r"[ \t]*### (BEGIN|END) SOLUTION\n", "", code + "\n").rstrip("\n")
+
+
 def solution_code(source: nbformat.NotebookNode) -> dict[str, str]:
     """Each solution cell's code as a student would write it (the solution markers removed)."""
     return {
-        grade_id(cell): re.sub(r"[ \t]*### (BEGIN|END) SOLUTION\n", "", cell.source + "\n").rstrip("\n")
-        for cell in source.cells
-        if is_solution(cell)
+        grade_id(cell): without_solution_markers(cell.source) for cell in source.cells if is_solution(cell)
     }
 
 

@@ -19,7 +19,7 @@ import torch.distributed as dist
 
 import launcher
 from launcher import LaunchError, LaunchHang, RankException, get_device, launch, parent
-from launcher.forkserver import get_server
+from launcher.forkserver import ForkServerError, get_server
 
 REPO = Path(__file__).resolve().parent.parent
 
@@ -266,18 +266,32 @@ def test_an_exception_class_defined_in_the_function_keeps_its_report() -> None:
     assert 'raise ShardError(f"no shard for rank {rank}")' in message
 
 
+def _exit_together(rank: int, world_size: int) -> None:
+    dist.barrier()  # so that they really do die at the same moment
+    os._exit(3)
+
+
 def test_ranks_dying_together_are_all_named() -> None:
     with pytest.raises(LaunchError) as info:
-        launch(lambda rank, world_size: os._exit(3), 4)
+        launch(_exit_together, 4)
     assert [f.rank for f in info.value.failures] == [0, 1, 2, 3]
     assert all(f.exitcode == 3 for f in info.value.failures)
 
 
-def test_a_warning_category_defined_in_a_notebook_does_not_break_launch() -> None:
+def test_a_warning_category_defined_in_a_notebook_is_filtered_in_the_ranks(capfd) -> None:
     category = type("NotebookWarning", (UserWarning,), {"__module__": "__main__"})
+
+    def warns(rank: int, world_size: int) -> int:
+        warnings.warn("from the notebook's category", category, stacklevel=1)
+        return rank
+
+    warns = _as_notebook_function(warns)
+    assert launch(warns, 2) == [0, 1]
+    assert capfd.readouterr().err.count("NotebookWarning: from the notebook's category") == 2
     with warnings.catch_warnings():
         warnings.filterwarnings("ignore", category=category)
-        assert launch(rank_and_size, 2) == [(0, 2), (1, 2)]
+        assert launch(warns, 2) == [0, 1]
+    assert "from the notebook's category" not in capfd.readouterr().err
 
 
 def _receive_from_anyone(rank: int, world_size: int) -> list[float]:
@@ -322,6 +336,41 @@ def test_an_unsendable_result_is_reported_as_the_ranks_error() -> None:
 def test_a_launch_timeout_is_also_a_timeout_error() -> None:
     with pytest.raises(TimeoutError):
         launch(lambda rank, world_size: time.sleep(30), 2, timeout=1)
+
+
+def _open_fds() -> int:
+    return len(os.listdir("/proc/self/fd"))
+
+
+def test_a_fork_server_that_cannot_start_says_why_and_leaks_nothing(tmp_path: Path, monkeypatch) -> None:
+    broken = tmp_path / "torch"
+    broken.mkdir()
+    (broken / "__init__.py").write_text("raise ImportError('a broken torch, for this test')\n")
+    launcher.shutdown()
+    monkeypatch.setenv("PYTHONPATH", str(tmp_path))  # the server imports this torch, not ours
+    before = _open_fds()
+    for _ in range(3):
+        with pytest.raises(ForkServerError, match="a broken torch, for this test"):
+            launch(rank_and_size, 2)
+    assert _open_fds() == before
+    assert psutil.Process().children() == []
+    monkeypatch.undo()
+    assert launch(rank_and_size, 2) == [(0, 2), (1, 2)]
+
+
+def test_an_interrupt_while_the_fork_server_starts_leaves_nothing_behind() -> None:
+    launcher.shutdown()
+    before = _open_fds()
+    # As Jupyter's stop button does: SIGINT to the main thread, here while the server imports torch.
+    timer = threading.Timer(0.5, signal.pthread_kill, (threading.main_thread().ident, signal.SIGINT))
+    timer.start()
+    started = time.perf_counter()
+    with pytest.raises(KeyboardInterrupt):
+        launch(rank_and_size, 2)
+    assert time.perf_counter() - started < 2.0
+    assert psutil.Process().children() == []
+    assert _open_fds() == before
+    assert launch(rank_and_size, 2) == [(0, 2), (1, 2)]
 
 
 def test_a_dead_fork_server_is_replaced_on_the_next_launch() -> None:

@@ -5,7 +5,6 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import nbformat
@@ -330,9 +329,9 @@ _CHILDREN = "print(json.dumps([p.pid for p in psutil.Process().children(recursiv
 
 
 def test_two_kernels_launching_at_the_same_moment_both_succeed(tmp_path) -> None:
-    start_at = time.time() + 12  # both kernels are up and have imported torch by then
-    cell = f"""
-import json, time
+    # Each kernel, once it has imported everything, says so with a file and waits for the other's.
+    cell = """
+import json, pathlib, time
 import torch, torch.distributed as dist
 from launcher import launch
 
@@ -341,14 +340,16 @@ def all_reduce_demo(rank, world_size):
     dist.all_reduce(t)
     return t.tolist()
 
-while time.time() < {start_at}:
+pathlib.Path("{me}.ready").touch()
+while not pathlib.Path("{other}.ready").exists():
     time.sleep(0.001)
 print(json.dumps(launch(all_reduce_demo, 4)))
 """
     runs = []
-    for name in ("a", "b"):
+    for name, other in (("a", "b"), ("b", "a")):
         path = tmp_path / f"{name}.ipynb"
-        nbformat.write(nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell(cell)]), path)
+        source = cell.format(me=tmp_path / name, other=tmp_path / other)
+        nbformat.write(nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell(source)]), path)
         # nbclient's own command line, run from outside the repository.
         command = [str(JUPYTER_EXECUTE), "--timeout=120", f"--output={name}-out", str(path)]
         runs.append(
@@ -360,4 +361,3 @@ print(json.dumps(launch(all_reduce_demo, 4)))
         executed = nbformat.read(path.with_name(path.stem + "-out.ipynb"), as_version=4)
         outputs = executed.cells[0].outputs
         assert json.loads(outputs[-1]["text"]) == [[6.0, 10.0, 14.0, 18.0]] * 4, outputs
-    assert time.time() > start_at

@@ -1,0 +1,31 @@
+"""Fixtures shared by the notebook and grading tests: the release, and a class graded from it."""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+import pytest
+from course import REPO
+from grading import GradedClass, grade_class
+
+from autograder.release import generate
+
+
+@pytest.fixture(scope="session")
+def released_course(tmp_path_factory) -> Path:
+    """A copy of the course with every assignment released by ``nbgrader generate_assignment``
+    and recorded in its gradebook. Tests copy it rather than change it."""
+    root = tmp_path_factory.mktemp("course") / "released"
+    (root / "autograder").mkdir(parents=True)
+    shutil.copytree(REPO / "solutions", root / "solutions")
+    shutil.copy(REPO / "nbgrader_config.py", root)
+    shutil.copy(REPO / "autograder" / "nbgrader_config.py", root / "autograder")
+    generate(["*"], root)
+    return root
+
+
+@pytest.fixture(scope="session")
+def graded_class(tmp_path_factory, released_course: Path) -> GradedClass:
+    """A class of students (see grading.py), graded by nbgrader."""
+    return grade_class(released_course, tmp_path_factory.mktemp("grading"))

@@ -1,0 +1,180 @@
+"""The grading round trip, through nbgrader itself: a class of students, and grading it.
+
+For each assignment, students hand in the solutions, the untouched release, and deliberately
+wrong answers; ``nbgrader autograde`` grades them, and ``generate_feedback`` and ``export`` run
+on the solutions. Each wrong student answers two exercises in three wrongly, so the class also
+shows that the exercises answered right keep their points. The "solutions" student hands in
+with the instructors' tools blocked in its kernel, so its graded notebook also shows that the
+solutions run, top to bottom, on a student's install.
+
+The release is made once; the submissions are then shared out between a few copies of it,
+each graded by one ``nbgrader autograde`` run, all at once (nbgrader's SQLite gradebook takes
+one writer at a time, and starting nbgrader costs seconds).
+"""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+import sys
+import time
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import nbformat
+import pytest
+from course import (
+    ASSIGNMENTS,
+    NOT_FOR_STUDENTS,
+    WrongSubmission,
+    exercise_tests,
+    notebook_path,
+    read,
+    solution_code,
+    submission,
+    wrong_submissions,
+)
+from nbgrader.api import Gradebook
+
+from autograder.release import nbgrader_environment
+
+# A first cell that makes the instructors' and developers' tools impossible to import.
+WITHOUT_INSTRUCTOR_TOOLS = "import sys\n\n" + "".join(
+    f"sys.modules[{name!r}] = None\n" for name in NOT_FOR_STUDENTS
+)
+
+WORKERS = 3
+CELL_TIMEOUT_S = 20  # nbgrader's per-cell limit in these runs (the course ships 120)
+
+
+@dataclass
+class Student:
+    assignment: str
+    name: str
+    code: dict[str, str]  # solution cell -> the student's code (missing: left untouched)
+    zero: set[str] = field(default_factory=set)  # test cells that must score nothing
+    untouched: bool = False
+    first_cell: str = ""  # a code cell the student put before all others
+    waits: float = 0.0  # seconds of grading spent waiting rather than computing
+
+    @property
+    def cost(self) -> float:
+        """About how many seconds grading this submission takes on a two-core machine."""
+        seconds = {"01-memory-hierarchy": 15.0, "02-collectives": 25.0}[self.assignment]
+        return seconds / (2 if self.untouched else 1) + self.waits
+
+
+def class_of(assignment: str) -> list[Student]:
+    source = read(notebook_path("solutions", assignment))
+    solutions = solution_code(source)
+    exercises = list(exercise_tests(source))
+    by_cell: dict[str, list[WrongSubmission]] = {cell: [] for cell in exercises}
+    for wrong in wrong_submissions(assignment):
+        by_cell[wrong.replaces].append(wrong)
+    students = [
+        Student(assignment, "solutions", solutions, first_cell=WITHOUT_INSTRUCTOR_TOOLS),
+        Student(assignment, "untouched", {}, untouched=True),
+    ]
+    # Three wrong students: exercise i is answered right by student i % 3 and wrong by the other
+    # two, each with a different wrong answer. So every exercise loses its points to two wrong
+    # answers, and keeps them in a notebook whose other exercises are wrong.
+    for n in range(3):
+        chosen = [by_cell[cell][(n - i) % 3 - 1] for i, cell in enumerate(exercises) if (n - i) % 3]
+        code = {**solutions, **{w.replaces: w.cell_code(solutions) for w in chosen}}
+        zero = {test for w in chosen for test in w.fails}
+        students.append(Student(assignment, f"wrong-{n}", code, zero))
+    return students
+
+
+def stuck_student() -> Student:
+    """A submission with a cell that never finishes: nbgrader's cell timeout must cut it short,
+    and grading go on. The loop comes before the cell's definitions, which so never happen."""
+    assignment = "01-memory-hierarchy"
+    solutions = solution_code(read(notebook_path("solutions", assignment)))
+    # It waits rather than spins, so that the other graders keep the CPU meanwhile.
+    forever = "while True:\n    time.sleep(0.1)\n\n"
+    code = {**solutions, "matmul_flops": forever + solutions["matmul_flops"]}
+    return Student(assignment, "stuck", code, {"test_matmul_flops"}, waits=CELL_TIMEOUT_S)
+
+
+STUDENTS = [s for a in ASSIGNMENTS for s in class_of(a)] + [stuck_student()]
+
+
+def nbgrader(root: Path, *args: str) -> None:
+    with (root / "nbgrader.log").open("a") as log:
+        done = subprocess.run(
+            [sys.executable, "-m", "nbgrader", *args],
+            cwd=root,
+            env=nbgrader_environment(),
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            timeout=900,
+        )
+    if done.returncode:
+        pytest.fail(
+            f"nbgrader {' '.join(args)} failed in {root}:\n{(root / 'nbgrader.log').read_text()[-4000:]}"
+        )
+
+
+def hand_in(root: Path, student: Student) -> None:
+    notebook = notebook_path("solutions", student.assignment).name
+    release = read(root / "notebooks" / student.assignment / notebook)
+    handed_in = release if student.untouched else submission(release, student.code)
+    if student.first_cell:
+        handed_in.cells.insert(0, nbformat.v4.new_code_cell(student.first_cell))
+    target = root / "submitted" / student.name / student.assignment
+    target.mkdir(parents=True)
+    nbformat.write(handed_in, target / notebook)
+
+
+def grade_share(released: Path, root: Path, students: list[Student]) -> dict[tuple[str, str], dict]:
+    """Grade these students in a copy of the released course; return their gradebook entries."""
+    shutil.copytree(released, root)
+    for student in students:
+        hand_in(root, student)
+    nbgrader(root, "autograde", "*", "--student", "*", f"--Execute.timeout={CELL_TIMEOUT_S}")
+    if any(s.name == "solutions" for s in students):
+        nbgrader(root, "generate_feedback", "*", "--student", "solutions")
+        nbgrader(root, "export", "--to", str(root / "grades.csv"))
+    grades = {}
+    with Gradebook(f"sqlite:///{root / 'gradebook.db'}") as gradebook:
+        for s in students:
+            notebook = notebook_path("solutions", s.assignment).stem
+            graded = gradebook.find_submission_notebook(notebook, s.assignment, s.name)
+            grades[(s.assignment, s.name)] = {g.name: (g.score, g.max_score) for g in graded.grades}
+    return grades
+
+
+def shares(students: list[Student], n: int) -> list[list[Student]]:
+    """Split the students into n groups of about equal grading time, longest first; the
+    "solutions" students of every assignment go together, for the feedback and export checks."""
+    groups: list[list[Student]] = [[] for _ in range(n)]
+    load = [0.0] * n
+    load[0] = 15.0  # feedback and export
+    solutions_first = sorted(students, key=lambda s: (s.name != "solutions", -s.cost))
+    for student in solutions_first:
+        i = 0 if student.name == "solutions" else load.index(min(load))
+        groups[i].append(student)
+        load[i] += student.cost
+    return groups
+
+
+@dataclass
+class GradedClass:
+    grades: dict[tuple[str, str], dict[str, tuple[float, float]]]  # (assignment, student) -> grades
+    root: Path  # the course copy where the solutions were graded, with feedback and grades.csv
+
+    def graded_notebook(self, student: str, assignment: str) -> nbformat.NotebookNode:
+        name = notebook_path("solutions", assignment).name
+        return read(self.root / "autograded" / student / assignment / name)
+
+
+def grade_class(released: Path, tmp: Path) -> GradedClass:
+    start = time.perf_counter()
+    groups = shares(STUDENTS, WORKERS)
+    with ThreadPoolExecutor(WORKERS) as pool:
+        parts = pool.map(lambda i: grade_share(released, tmp / f"share-{i}", groups[i]), range(WORKERS))
+        grades = {key: value for part in parts for key, value in part.items()}
+    print(f"\ngrading round trip: {len(STUDENTS)} submissions in {time.perf_counter() - start:.0f} s")
+    return GradedClass(grades, tmp / "share-0")
