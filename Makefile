@@ -9,10 +9,12 @@ VENV ?= .venv
 TORCH ?= torch==2.13.0
 TORCH_INDEX ?=
 BIN := $(VENV)/bin
+# JupyterLab refuses to run as root unless told to; in a container, root is the usual user.
+LAB_ARGS ?= $(if $(filter 0,$(shell id -u)),--allow-root)
 
 .PHONY: course test lint release
 course: $(VENV)/.installed-lab
-	$(BIN)/jupyter lab --notebook-dir=notebooks
+	$(BIN)/jupyter lab --notebook-dir=notebooks $(LAB_ARGS)
 
 test: $(VENV)/.installed-dev lint
 	$(BIN)/pytest
