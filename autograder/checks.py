@@ -10,7 +10,7 @@ from __future__ import annotations
 import math
 import numbers
 from collections.abc import Callable, Sequence
-from typing import Any
+from typing import Any, NoReturn
 
 import torch
 from torch.utils._python_dispatch import TorchDispatchMode
@@ -26,7 +26,7 @@ class CheckFailed(AssertionError):
     """A test's expectation was not met; the message explains what and where."""
 
 
-def fail(message: str) -> None:
+def fail(message: str) -> NoReturn:
     __tracebackhide__ = True
     raise CheckFailed(message)
 
@@ -140,7 +140,6 @@ def run_ranks(
     except LaunchError as err:
         ranks = f"{world_size} rank{'s' if world_size != 1 else ''}"
         fail(f"{what or getattr(fn, '__name__', 'the function')} on {ranks} failed:\n{err}")
-    return []  # not reached
 
 
 def expect_same_on_every_rank(results: Sequence[Any], what: str) -> None:

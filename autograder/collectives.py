@@ -233,7 +233,7 @@ def _run_in_place(
 
 
 def _check_in_place_results(name: str, world_size: int, cases: list, results: list) -> list:
-    """Check values (in place, nothing returned); yield each case's communication summary."""
+    """Check values (in place, nothing returned); return each case's communication summaries."""
     __tracebackhide__ = True
     summaries = []
     for (shape, dtype), per_rank in zip(cases, zip(*results, strict=True), strict=True):

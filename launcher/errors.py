@@ -13,6 +13,9 @@ import traceback
 from dataclasses import dataclass, field
 from typing import Any
 
+from .forkserver import EXIT_INTERNAL
+from .rank import RETURNED, RUNNING, SENDING
+
 MAX_MESSAGE_CHARS = 400  # one rank's error message, as quoted in the summary lines
 
 
@@ -35,12 +38,9 @@ class RankFailure:
     """The rank's traceback, formatted, starting at the function given to launch."""
     exitcode: int | None = None
     """The process's exit code if it died without raising; negative: killed by that signal."""
-    phase: str = "running your function"
+    phase: str = RUNNING
 
     def describe(self) -> str:
-        from .forkserver import EXIT_INTERNAL
-        from .rank import RETURNED, RUNNING, SENDING
-
         if self.exception is not None:
             if self.phase == SENDING:
                 text = str(self.exception)
@@ -263,7 +263,7 @@ def never_finishing(stacks: dict[int, RankStack], returned: set[int], world_size
         waiting = [b for b in blockers if b not in returned]
         if waiting:
             parts.append(f"{_ranks_label(waiting)}, stuck too")
-        return f"waits in {stacks[rank].call} for " + " and ".join(parts)
+        return f"waits in {stacks[rank].call} for " + ", and ".join(parts)
 
     for rank, (needs, needs_all) in waits.items():
         gone = blocked_by(needs, needs_all, returned)

@@ -34,7 +34,7 @@ import cloudpickle
 import torch
 import torch.distributed as dist
 
-from .forkserver import EXIT_INTERNAL, MESSAGE_HEADER
+from .forkserver import EXIT_INTERNAL, frame
 
 EXIT_FAILED = 1  # fn raised; the rank waited to be stopped and then exited
 EXIT_ORPHANED = 75  # the control pipe closed: the launching process stopped the launch or died
@@ -114,9 +114,9 @@ def get_device(rank: int | None = None) -> torch.device:
 def send_message(fd: int, kind: str, body: Any) -> None:
     """Send one framed message ``(kind, body)`` on a pipe (thread-safe). Bodies are plain data
     and bytes, so the launching process can always read them."""
-    data = pickle.dumps((kind, body), protocol=pickle.HIGHEST_PROTOCOL)
+    data = frame((kind, body))
     with _send_lock:
-        _write_all(fd, MESSAGE_HEADER.pack(len(data)) + data)
+        _write_all(fd, data)
 
 
 def _write_all(fd: int, data: bytes) -> None:

@@ -63,7 +63,7 @@ def test_a_recv_from_any_source_is_stuck_only_once_every_sender_is_gone() -> Non
     }
     mixed = {0: blocked(0, "recv", group=None), 2: blocked(2, "recv", src=1)}
     assert never_finishing(mixed, returned={1}, world_size=3)[0] == (
-        "waits in recv for rank 1, which already returned and rank 2, stuck too"
+        "waits in recv for rank 1, which already returned, and rank 2, stuck too"
     )
 
 
