@@ -138,8 +138,11 @@ def run_ranks(
     try:
         return launch(fn, world_size, *args, backend="gloo", timeout=timeout, **kwargs)
     except LaunchError as err:
-        ranks = f"{world_size} rank{'s' if world_size != 1 else ''}"
-        fail(f"{what or getattr(fn, '__name__', 'the function')} on {ranks} failed:\n{err}")
+        report = str(err)
+    # Failing here, outside the except block, shows the launcher's report once: inside it,
+    # Python would print the LaunchError too, "during handling" of which this one happened.
+    ranks = f"{world_size} rank{'s' if world_size != 1 else ''}"
+    fail(f"{what or getattr(fn, '__name__', 'the function')} on {ranks} failed:\n{report}")
 
 
 def expect_same_on_every_rank(results: Sequence[Any], what: str) -> None:

@@ -136,16 +136,16 @@ def check_predictions(
 @contextlib.contextmanager
 def _no_launching(name: str) -> Iterator[None]:
     """Predictions are tensor code: running the real collective inside one fails the check."""
-    from launcher import parent
+    from launcher import call
 
     def refuse(*args: Any, **kwargs: Any) -> None:
         fail(f"{name} launched ranks; predict with tensor code alone, without torch.distributed.")
 
-    real, parent._Launch = parent._Launch, refuse
+    real, call.Supervisor = call.Supervisor, refuse
     try:
         yield
     finally:
-        parent._Launch = real
+        call.Supervisor = real
 
 
 def _compare_prediction(

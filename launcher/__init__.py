@@ -10,9 +10,9 @@ def all_reduce_demo(rank: int, world_size: int):
 results = launch(all_reduce_demo, world_size=4)  # one entry per rank
 """
 
+from .call import launch
 from .errors import LaunchError, LaunchHang, RankException, RankFailure
 from .forkserver import preload, shutdown
-from .parent import launch
 from .rank import get_device
 
 __all__ = [

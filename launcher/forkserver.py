@@ -17,19 +17,24 @@ as they came, so no user module is ever imported into it. It runs in a session o
 terminal's or Jupyter's interrupt reaches only the caller, which stops the ranks itself), and
 exits when its socket to the caller closes, killing any rank still running, so nothing
 outlives the process that started it.
+
+Nothing a rank starts outlives the launch either. Each rank has a process group of its own,
+killed when the rank ends. A program that leaves that group (``start_new_session=True``, a
+daemon) is orphaned when the rank ends; on Linux the server is a *subreaper*, so such orphans
+become its children rather than init's, and once every rank of a launch has ended the server
+kills whatever children it has that are not ranks, before it tells the caller so.
 """
 
 from __future__ import annotations
 
 import contextlib
+import ctypes
 import gc
 import importlib
 import os
-import pickle
 import selectors
 import signal
 import socket
-import struct
 import subprocess
 import sys
 import tempfile
@@ -38,78 +43,15 @@ import time
 from pathlib import Path
 from typing import Any
 
-MESSAGE_HEADER = struct.Struct("!Q")
+from .wire import EXIT_INTERNAL, Frames, frame, read_available, read_frame, wait_readable
+
 FDS_PER_RANK = 4  # stdout, stderr, result (rank -> caller), control (caller -> rank)
 STARTUP_TIMEOUT_S = 120.0  # importing torch on a slow laptop's cold disk can take a while
 REPLY_TIMEOUT_S = 120.0  # forking takes milliseconds, but the server may be importing a preload
-EXIT_INTERNAL = 70  # a rank's bootstrap broke (a bug in the launcher)
 
 
 class ForkServerError(RuntimeError):
     """The fork server could not start or stopped answering; the next launch starts a new one."""
-
-
-# -- framing, shared by the caller, the server and the ranks -----------------------------------
-
-
-def frame(obj: Any) -> bytes:
-    data = pickle.dumps(obj, protocol=pickle.HIGHEST_PROTOCOL)
-    return MESSAGE_HEADER.pack(len(data)) + data
-
-
-def read_exact(fd: int, size: int) -> bytes | None:
-    """Read exactly ``size`` bytes from a blocking file descriptor; None at end of file."""
-    chunks, remaining = [], size
-    while remaining:
-        chunk = os.read(fd, min(remaining, 1 << 20))
-        if not chunk:
-            return None
-        chunks.append(chunk)
-        remaining -= len(chunk)
-    return b"".join(chunks)
-
-
-def read_frame(fd: int) -> Any | None:
-    """Read one framed pickle from a blocking socket or pipe; None at end of file."""
-    header = read_exact(fd, MESSAGE_HEADER.size)
-    if header is None:
-        return None
-    data = read_exact(fd, MESSAGE_HEADER.unpack(header)[0])
-    return None if data is None else pickle.loads(data)
-
-
-class Frames:
-    """Assembles framed messages from whatever a non-blocking pipe or socket has to give."""
-
-    def __init__(self) -> None:
-        self.buffer = bytearray()
-
-    def feed(self, data: bytes) -> list[Any]:
-        self.buffer += data
-        messages = []
-        while len(self.buffer) >= MESSAGE_HEADER.size:
-            (size,) = MESSAGE_HEADER.unpack_from(self.buffer)
-            if len(self.buffer) < MESSAGE_HEADER.size + size:
-                break
-            body = bytes(self.buffer[MESSAGE_HEADER.size : MESSAGE_HEADER.size + size])
-            del self.buffer[: MESSAGE_HEADER.size + size]
-            messages.append(pickle.loads(body))
-        return messages
-
-
-def read_available(fd: int) -> bytes | None:
-    """What a non-blocking pipe or socket has: data, b"" at end of file, or None if nothing yet."""
-    try:
-        return os.read(fd, 1 << 20)
-    except BlockingIOError:
-        return None
-
-
-def wait_readable(fd: int, timeout: float | None) -> bool:
-    """True once ``fd`` has something to read (or reached end of file), False on timeout."""
-    with selectors.DefaultSelector() as selector:
-        selector.register(fd, selectors.EVENT_READ)
-        return bool(selector.select(timeout))
 
 
 # -- the launching process's side -------------------------------------------------------------
@@ -318,6 +260,7 @@ def serve(fd: int, preload: list[str]) -> None:
         return
     _import_quietly(preload)
     _raise_file_limit()
+    _become_subreaper()
 
     wakeup_r, wakeup_w = os.pipe()
     os.set_blocking(wakeup_w, False)
@@ -363,6 +306,7 @@ def serve(fd: int, preload: list[str]) -> None:
         while children:
             pid, _ = os.waitpid(-1, 0)
             children.pop(pid, None)
+        _kill_orphans(children)
 
 
 def _wait(sock: socket.socket, wakeup_r: int) -> list:
@@ -414,7 +358,57 @@ def _reap(children: dict[int, tuple[int, int]], sock: socket.socket) -> None:
         # its leader while it has members, so its number cannot have been given to another.)
         _kill(pid)
         launch_id, rank = children.pop(pid)
+        if all(launch != launch_id for launch, _ in children.values()):
+            _kill_orphans(children)  # the launch is over: so is anything its ranks started
         sock.sendall(frame(("exited", launch_id, rank, os.waitstatus_to_exitcode(status))))
+
+
+PR_SET_CHILD_SUBREAPER = 36
+
+
+def _become_subreaper() -> None:
+    """On Linux, adopt the orphans of this process's descendants (see the module's docstring)."""
+    if sys.platform.startswith("linux"):
+        with contextlib.suppress(OSError, AttributeError):
+            ctypes.CDLL(None).prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0)
+
+
+def _kill_orphans(ranks: dict[int, tuple[int, int]]) -> None:
+    """Kill and reap this process's children that are not ranks: orphans it adopted.
+
+    Killing one can orphan what it started in turn, so look again until none is left."""
+    for _ in range(100):
+        orphans = [pid for pid in _children() if pid not in ranks]
+        if not orphans:
+            return
+        for pid in orphans:
+            _kill(pid)
+        for pid in orphans:
+            with contextlib.suppress(ChildProcessError):
+                os.waitpid(pid, 0)
+
+
+def _children() -> list[int]:
+    """This process's children, from Linux's /proc (none elsewhere: nothing was adopted)."""
+    pids: list[int] = []
+    try:
+        for task in os.listdir("/proc/self/task"):
+            with open(f"/proc/self/task/{task}/children") as listing:
+                pids += map(int, listing.read().split())
+        return pids
+    except OSError:  # no /proc, or a kernel without the children files: read every process
+        pass
+    me = os.getpid()
+    with contextlib.suppress(OSError):
+        for entry in os.listdir("/proc"):
+            if entry.isdigit():
+                with (
+                    contextlib.suppress(OSError, ValueError, IndexError),
+                    open(f"/proc/{entry}/stat") as stat,
+                ):
+                    if int(stat.read().rsplit(")", 1)[1].split()[1]) == me:  # the field after the name
+                        pids.append(int(entry))
+    return pids
 
 
 def _receive_rank_fds(sock: socket.socket, nranks: int) -> list[list[int]] | None:

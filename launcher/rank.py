@@ -5,8 +5,10 @@ returns. The rank talks to the launching process through four pipes:
 
 - its stdout and stderr (file descriptors 1 and 2 are replaced by them, so C-level writes go
   there too), which the launching process prints with a ``[rank r]`` prefix;
-- a result pipe, on which it sends framed messages (`send_message`): its result, its error, or
-  a snapshot of its Python stack when asked for one;
+- a result pipe, on which it sends framed messages (`send_message`): that its function returned,
+  then its result (or its error); a snapshot of its threads' Python stacks when asked for one;
+  and the shared-memory segments it creates, for the launching process to remove if the rank
+  does not (plain Python's resource tracker does that for a script);
 - a control pipe, from which it reads requests: ``b"s"``, send your stack; ``b"x"``, every rank
   has returned, so exit. End of file on it means the launching process stopped the launch or
   is gone, and the rank exits at once.
@@ -26,7 +28,7 @@ import threading
 import time
 import traceback
 import warnings
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import timedelta
 from typing import Any, NoReturn
 
@@ -34,23 +36,25 @@ import cloudpickle
 import torch
 import torch.distributed as dist
 
-from .forkserver import EXIT_INTERNAL, frame
-
-EXIT_FAILED = 1  # fn raised; the rank waited to be stopped and then exited
-EXIT_ORPHANED = 75  # the control pipe closed: the launching process stopped the launch or died
+from .wire import (
+    EXIT_FAILED,
+    EXIT_INTERNAL,
+    EXIT_ORPHANED,
+    JOINING,
+    LOADING,
+    RETURNED,
+    RUNNING,
+    SENDING,
+    STARTING,
+    frame,
+    pickle_exception,
+    pickle_result,
+)
 
 # How long a rank that raised waits to be stopped by the launching process. It waits instead
 # of exiting so that the other ranks do not see a closed connection and report a second,
 # misleading error; the launching process stops every rank well before this.
 FAILED_RANK_LINGER_S = 60.0
-
-# What a rank is doing, as reports say it: "rank 2 is <phase>".
-STARTING = "starting"
-LOADING = "loading the function"
-JOINING = "joining the process group"
-RUNNING = "running your function"
-SENDING = "sending back what your function returned"
-RETURNED = "waiting for the other ranks to return"
 
 
 @dataclass
@@ -59,15 +63,17 @@ class LaunchSpec:
 
     world_size: int
     backend: str  # "gloo" or "nccl"
-    store_path: str  # a torch.distributed.FileStore shared by the ranks of this launch
     collective_timeout_s: float
     check_collectives: bool
     payload: bytes  # cloudpickle of (fn, args, kwargs)
     cwd: str
     sys_path: list[str]
     env: dict[str, str]
-    num_threads: int
+    num_threads: int  # torch's intra-op threads in each rank
     warning_filters: list[tuple[str, bytes]]  # the caller's warnings.filters: (category's module, pickle)
+    # Set when the launch starts (`launch_folders`):
+    store_path: str = ""  # a torch.distributed.FileStore shared by the ranks of this launch
+    result_folders: list[str] = field(default_factory=list)  # where large result tensors go (`pickle_result`)
 
 
 @dataclass
@@ -81,6 +87,7 @@ class RankContext:
 
 _context: RankContext | None = None
 _phase = STARTING
+_result_fd = -1
 _send_lock = threading.Lock()
 _released = threading.Event()  # set when the launching process says every rank has returned
 
@@ -129,8 +136,9 @@ def run_rank(
     spec_bytes: bytes, rank: int, server: int, out_fd: int, err_fd: int, result_fd: int, control_fd: int
 ) -> NoReturn:
     """Run one rank to completion and exit the process; called in a freshly forked child."""
-    global _context, _phase
+    global _context, _phase, _result_fd
     try:
+        _result_fd = result_fd
         _redirect_output(out_fd, err_fd)
         for fd in (result_fd, control_fd):
             os.set_inheritable(fd, False)  # programs the rank starts must not hold them open
@@ -154,10 +162,11 @@ def run_rank(
         _report_failure(result_fd, exc)
 
     _phase = SENDING
+    send_message(result_fd, "returning", None)  # from now on, the launch's timeout is over
     try:
         if spec.backend == "nccl":
             torch.cuda.synchronize()  # the result is final only once the GPU is done
-        data = _pickle_result(result)
+        data = pickle_result(result, spec.result_folders)
     except BaseException as exc:  # noqa: BLE001
         _report_failure(result_fd, _UnsendableResult(result, exc))
     send_message(result_fd, "result", data)
@@ -238,9 +247,31 @@ def _prepare_process(spec: LaunchSpec, rank: int) -> None:
     os.chdir(spec.cwd)
     sys.path[:] = spec.sys_path
     warnings.filters[:] = _warning_filters(spec.warning_filters)
-    if "OMP_NUM_THREADS" not in spec.env:
-        # N ranks on a few cores: one thread pool each, sized so they do not oversubscribe.
-        torch.set_num_threads(spec.num_threads)
+    # The fork server's thread pool was sized when it started, from its environment then:
+    # size this rank's now, as the launching process decided for this launch.
+    torch.set_num_threads(spec.num_threads)
+    _track_shared_memory()
+
+
+def _track_shared_memory() -> None:
+    """Have the launching process remove the shared memory this rank forgets to unlink.
+
+    In a script, Python's resource tracker (a process of its own) unlinks leaked
+    ``multiprocessing.shared_memory`` segments and semaphores when the script ends. A rank's
+    tracker would be killed with the rank, so the rank reports each registration to the
+    launching process instead, which unlinks what is left when the launch ends.
+    """
+    from multiprocessing import resource_tracker
+
+    def report(action: str) -> Any:
+        def send(name: str, rtype: str) -> None:
+            send_message(_result_fd, "resource", (action, name, rtype))
+
+        return send
+
+    resource_tracker.register = report("register")
+    resource_tracker.unregister = report("unregister")
+    resource_tracker.ensure_running = lambda: None
 
 
 def _warning_filters(pickled: list[tuple[str, bytes]]) -> list:
@@ -285,24 +316,6 @@ class _UnsendableResult(Exception):
         )
 
 
-class _ResultPickler(cloudpickle.Pickler):
-    """Pickles a rank's result with every tensor detached and moved to the CPU.
-
-    Moving GPU tensors to the CPU here means the launching process never touches CUDA.
-    """
-
-    def reducer_override(self, obj: Any) -> Any:
-        if isinstance(obj, torch.Tensor) and (obj.device.type != "cpu" or obj.requires_grad):
-            return obj.detach().cpu().__reduce_ex__(pickle.HIGHEST_PROTOCOL)
-        return super().reducer_override(obj)
-
-
-def _pickle_result(result: Any) -> bytes:
-    buffer = io.BytesIO()
-    _ResultPickler(buffer, protocol=pickle.HIGHEST_PROTOCOL).dump(result)
-    return buffer.getvalue()
-
-
 def _report_failure(result_fd: int, exc: BaseException) -> NoReturn:
     """Send the error to the launching process, then wait to be stopped by it.
 
@@ -315,8 +328,8 @@ def _report_failure(result_fd: int, exc: BaseException) -> NoReturn:
             "phase": _phase,
             "traceback": _pickled(tb_exc),
             "traceback_text": "".join(tb_exc.format()),
-            "exception": _pickled(exc, check=True),
-            "type_name": type(exc).__qualname__,
+            "exception": pickle_exception(exc),
+            "type_name": type(exc).__name__,
             "message": _message(exc),
         }
         send_message(result_fd, "error", report)
@@ -349,13 +362,10 @@ def _traceback_without_launcher_frames(exc: BaseException) -> traceback.Tracebac
     return tb_exc
 
 
-def _pickled(obj: Any, check: bool = False) -> bytes | None:
+def _pickled(obj: Any) -> bytes | None:
     """cloudpickle of ``obj`` (so that classes defined in a notebook travel too), or None."""
     try:
-        data = cloudpickle.dumps(obj)
-        if check:
-            cloudpickle.loads(data)  # some exceptions pickle but cannot be rebuilt
-        return data
+        return cloudpickle.dumps(obj)
     except Exception:  # noqa: BLE001
         return None
 
@@ -363,6 +373,7 @@ def _pickled(obj: Any, check: bool = False) -> bytes | None:
 def _serve_control(control_fd: int, result_fd: int) -> None:
     """Answer stack requests and the release; exit the rank when the control pipe closes."""
     main_thread_id = threading.main_thread().ident
+    own_id = threading.get_ident()
     asked = 0
     while True:
         try:
@@ -374,16 +385,35 @@ def _serve_control(control_fd: int, result_fd: int) -> None:
             os._exit(EXIT_ORPHANED)
         if request == b"s":
             asked += 1  # numbered, so that a late answer is not taken for the next look's
-            frame = sys._current_frames().get(main_thread_id)
+            frames = sys._current_frames()
             stack = {
                 "phase": _phase,
-                "frames": _describe_stack(frame),
+                "frames": _describe_stack(frames.get(main_thread_id)),
+                "threads": _other_threads(frames, {main_thread_id, own_id}),
                 "cpu_s": time.process_time(),
                 "look": asked,
             }
             send_message(result_fd, "stack", stack)
         elif request == b"x":
             _released.set()
+
+
+def _other_threads(frames: dict[int, Any], skip: set[int]) -> list[dict[str, Any]]:
+    """The Python threads other than ``skip`` (the main thread and this one), with their stacks.
+
+    A rank whose main thread waits can still be unblocked by another of its threads, so the
+    launching process needs to know of them before it calls anything a deadlock.
+    """
+    names = {thread.ident: thread.name for thread in threading.enumerate()}
+    threading_module = threading.__file__
+    return [
+        {
+            "name": names.get(ident, f"thread {ident}"),
+            "frames": [f for f in _describe_stack(frame) if f["filename"] != threading_module],
+        }
+        for ident, frame in frames.items()
+        if ident not in skip
+    ]
 
 
 def _describe_stack(frame: Any) -> list[dict[str, Any]]:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import os
 import signal
 import subprocess
@@ -18,7 +19,7 @@ import torch
 import torch.distributed as dist
 
 import launcher
-from launcher import LaunchError, LaunchHang, RankException, get_device, launch, parent
+from launcher import LaunchError, LaunchHang, RankException, call, get_device, launch
 from launcher.forkserver import ForkServerError, get_server
 
 REPO = Path(__file__).resolve().parent.parent
@@ -56,7 +57,7 @@ def no_rank_may_start(monkeypatch):
     def refuse(*args, **kwargs):
         raise AssertionError("launch started ranks for a call it should have refused")
 
-    monkeypatch.setattr(parent, "_Launch", refuse)
+    monkeypatch.setattr(call, "Supervisor", refuse)
 
 
 @pytest.mark.parametrize(
@@ -169,7 +170,7 @@ def test_nccl_without_a_cuda_build_says_what_to_do() -> None:
 
 
 def test_nccl_without_enough_gpus_says_what_to_do(monkeypatch) -> None:
-    monkeypatch.setattr(parent, "_gpu_count", lambda: 1)
+    monkeypatch.setattr(call, "_gpu_count", lambda: 1)
     monkeypatch.setattr(dist, "is_nccl_available", lambda: True)
     with pytest.raises(RuntimeError) as info:
         launch(rank_and_size, 4, backend="nccl")
@@ -178,8 +179,8 @@ def test_nccl_without_enough_gpus_says_what_to_do(monkeypatch) -> None:
         "To go on, use world_size=1 or fewer, use backend='gloo' to run every rank on the CPU, "
         "or backend='auto' to choose for you."
     )
-    assert parent.resolve_backend("auto", 4) == "gloo"
-    assert parent.resolve_backend("auto", 1) == "nccl"
+    assert call.resolve_backend("auto", 4) == "gloo"
+    assert call.resolve_backend("auto", 1) == "nccl"
 
 
 def test_get_device_outside_a_rank_explains_itself() -> None:
@@ -235,13 +236,78 @@ def _raise_unpicklable(rank: int, world_size: int) -> None:
     raise UnpicklableError(threading.Lock())
 
 
-def test_an_exception_that_cannot_be_copied_back_gets_a_stand_in() -> None:
+def test_an_exception_with_an_attribute_that_cannot_be_copied_keeps_its_type() -> None:
     with pytest.raises(LaunchError) as info:
         launch(_raise_unpicklable, 1)
+    exception = info.value.failures[0].exception
+    assert type(exception) is UnpicklableError and exception.args == ("carries a lock",)
+    assert not hasattr(exception, "lock")  # the one thing that could not come back
+    assert "rank 0 of 1 raised UnpicklableError: carries a lock" in str(info.value)
+
+
+class UnbuildableError(Exception):
+    def __new__(cls, *, code: int):  # neither pickle nor a bare __new__ can make one
+        return super().__new__(cls)
+
+    def __init__(self, *, code: int) -> None:
+        super().__init__(f"code {code}")
+
+    def __reduce__(self):
+        raise TypeError("not today")
+
+
+def _raise_unbuildable(rank: int, world_size: int) -> None:
+    raise UnbuildableError(code=7)
+
+
+def test_an_exception_that_cannot_be_rebuilt_gets_a_stand_in() -> None:
+    with pytest.raises(LaunchError) as info:
+        launch(_raise_unbuildable, 1)
     failure = info.value.failures[0]
     assert isinstance(failure.exception, RankException)
-    assert failure.exception.type_name == "UnpicklableError"
-    assert "rank 0 of 1 raised UnpicklableError: carries a lock" in str(info.value)
+    assert failure.exception.type_name == "UnbuildableError"
+    assert "rank 0 of 1 raised UnbuildableError: code 7" in str(info.value)
+
+
+class TwoArgumentError(Exception):
+    def __init__(self, code: int, detail: str) -> None:
+        super().__init__(f"error {code}: {detail}")
+        self.code = code
+
+
+def _raise_two_arguments(rank: int, world_size: int) -> None:
+    raise TwoArgumentError(rank, "no shard")
+
+
+def test_an_exception_whose_init_takes_other_arguments_keeps_its_type() -> None:
+    """pickle rebuilds an exception as ``type(*args)``, which this class's __init__ refuses."""
+    with pytest.raises(LaunchError) as info:
+        launch(_raise_two_arguments, 2)
+    for rank, exception in info.value.exceptions.items():
+        assert type(exception) is TwoArgumentError
+        assert exception.code == rank and str(exception) == f"error {rank}: no shard"
+    try:
+        raise info.value.exceptions[1]
+    except TwoArgumentError:  # what a student would write
+        pass
+
+
+class RankQuotingError(Exception):
+    def __str__(self) -> str:  # works in the rank only: outside, there is no process group
+        return f"on rank {dist.get_rank()}"
+
+
+def _raise_rank_quoting(rank: int, world_size: int) -> None:
+    raise RankQuotingError()
+
+
+def test_an_exception_whose_str_fails_outside_the_rank_is_still_reported() -> None:
+    with pytest.raises(LaunchError) as info:
+        launch(_raise_rank_quoting, 2)
+    message = str(info.value)
+    assert "rank 0 of 2 raised RankQuotingError: on rank 0" in message
+    assert "rank 1 of 2 raised RankQuotingError: on rank 1" in message
+    assert type(info.value.failures[0].exception) is RankQuotingError
 
 
 def test_the_original_exception_type_is_reachable() -> None:
@@ -443,3 +509,106 @@ def _as_notebook_function(fn):
 def test_launch_in_a_timeout_message_names_the_timeout() -> None:
     with pytest.raises(LaunchHang, match=_literal("pass a larger timeout to launch (it was 1 seconds)")):
         launch(lambda rank, world_size: time.sleep(30), 1, timeout=1)
+
+
+# -- threads, output and options --------------------------------------------------------------
+
+
+def _threads(rank: int, world_size: int) -> int:
+    return torch.get_num_threads()
+
+
+def test_each_rank_has_the_threads_the_caller_asks_for_at_every_launch(monkeypatch) -> None:
+    monkeypatch.delenv("OMP_NUM_THREADS", raising=False)
+    cpus = len(os.sched_getaffinity(0))
+    assert launch(_threads, 2) == [max(1, cpus // 2)] * 2  # the cores shared out
+    monkeypatch.setenv("OMP_NUM_THREADS", "3")  # set after the fork server started
+    assert launch(_threads, 2) == [3, 3]
+    assert launch(_threads, 2, num_threads=2) == [2, 2]  # the argument wins
+    monkeypatch.setenv("OMP_NUM_THREADS", "1")
+    assert launch(_threads, 1) == [1]
+
+
+@pytest.mark.parametrize(
+    "variable, num_threads, words",
+    [
+        ("abc", None, "OMP_NUM_THREADS is 'abc', which is not a number of threads"),
+        ("0", None, "OMP_NUM_THREADS is '0'"),
+        (None, 0, "num_threads must be a whole number of threads, 1 or more; got 0"),
+        (None, 1.5, "num_threads must be a whole number of threads, 1 or more; got 1.5"),
+    ],
+)
+def test_bad_thread_counts_are_refused(variable, num_threads, words, monkeypatch, no_rank_may_start) -> None:
+    if variable is None:
+        monkeypatch.delenv("OMP_NUM_THREADS", raising=False)
+    else:
+        monkeypatch.setenv("OMP_NUM_THREADS", variable)
+    with pytest.raises(ValueError, match=_literal(words)):
+        launch(rank_and_size, 2, num_threads=num_threads)
+
+
+def _receives_in_a_helper_thread(rank: int, world_size: int) -> float:
+    """Correct, but the main thread sends first on both ranks: its recv is in another thread."""
+    got = torch.zeros(1)
+    helper = threading.Thread(target=lambda: (time.sleep(1.5), dist.recv(got, src=1 - rank)))
+    helper.start()
+    dist.send(torch.tensor([float(rank)]), dst=1 - rank)
+    helper.join()
+    return got.item()
+
+
+def test_a_rank_whose_other_thread_will_unblock_it_is_not_called_deadlocked() -> None:
+    assert launch(_receives_in_a_helper_thread, 2) == [1.0, 0.0]
+
+
+def _all_send_with_an_idle_thread(rank: int, world_size: int) -> None:
+    threading.Thread(target=time.sleep, args=(30,), name="idle helper", daemon=True).start()
+    dist.send(torch.ones(1), dst=1 - rank)
+
+
+def test_a_hang_with_other_threads_alive_is_not_claimed_as_proven_and_shows_them() -> None:
+    with pytest.raises(LaunchHang) as info:
+        launch(_all_send_with_an_idle_thread, 2, timeout=2)
+    message = str(info.value)
+    assert message.startswith("the ranks did not finish within timeout=2s")
+    assert "in a circle" not in message
+    assert "its thread 'idle helper' is at:" in message
+    assert "ranks 0, 1 have other threads running, so launch cannot tell" in message
+
+
+def _progress(rank: int, world_size: int) -> None:
+    for step in range(3):
+        print(f"step {step}", end="\r", flush=True)
+    print("done")
+
+
+def test_a_progress_line_keeps_its_rank_prefix_on_every_rewrite(capsys) -> None:
+    launch(_progress, 1)
+    assert capsys.readouterr().out == "[rank 0] step 0\r[rank 0] step 1\r[rank 0] step 2\r[rank 0] done\n"
+
+
+def test_timeout_may_be_a_numpy_number() -> None:
+    numpy = pytest.importorskip("numpy")
+    assert launch(rank_and_size, 2, timeout=numpy.int64(5)) == [(0, 2), (1, 2)]
+    assert launch(rank_and_size, 2, timeout=numpy.float32(5.5)) == [(0, 2), (1, 2)]
+
+
+def _needs_a_timeout(rank: int, world_size: int, timeout: float) -> float:
+    return timeout
+
+
+def _has_a_timeout(rank: int, world_size: int, timeout: float = 1.0) -> float:
+    return timeout
+
+
+def test_a_function_with_its_own_timeout_parameter_is_told_how_to_receive_it() -> None:
+    with pytest.raises(TypeError, match=_literal("launch functools.partial(_needs_a_timeout, timeout=...)")):
+        launch(_needs_a_timeout, 2)
+    assert launch(functools.partial(_needs_a_timeout, timeout=5), 2) == [5, 5]
+    with pytest.warns(
+        UserWarning, match=_literal("_has_a_timeout's own parameter timeout keeps its default")
+    ):
+        assert launch(_has_a_timeout, 2, timeout=5) == [1.0, 1.0]
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        assert launch(_has_a_timeout, 2) == [1.0, 1.0]  # nothing to warn about

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from launcher.errors import RankStack, hang_report, never_finishing
+from launcher.hangs import RankStack, hang_report, never_finishing
 
 C10D = "/site-packages/torch/distributed/distributed_c10d.py"
 USER = "/tmp/ipykernel_1/cell.py"
@@ -86,3 +86,15 @@ def test_the_report_names_different_collectives_and_the_timeout() -> None:
     assert "rank 1 is waiting in broadcast(src=0):" in report
     assert "blocked in different collectives (all_reduce on rank 0, broadcast on rank 1)" in report
     assert "pass a larger timeout to launch (it was 3 seconds)" in report
+
+
+def test_a_rank_with_other_threads_is_never_judged_stuck() -> None:
+    """Its other thread may be the one that sends or receives what unblocks its main thread."""
+    helper = [{"name": "receiver", "frames": [{"filename": USER, "lineno": 3, "name": "loop", "peers": {}}]}]
+    circle = {r: blocked(r, "send", dst=1 - r) for r in range(2)}
+    assert set(never_finishing(circle, set(), 2)) == {0, 1}
+    circle[0].threads = helper
+    assert never_finishing(circle, set(), 2) == {}
+    report = hang_report(2, circle, returned=[], silent=[], timeout=5)
+    assert "its thread 'receiver' is at:" in report
+    assert "rank 0 has other threads running, so launch cannot tell" in report

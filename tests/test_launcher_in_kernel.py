@@ -276,6 +276,26 @@ print(json.dumps({"elapsed": elapsed, "message": str(err), "timeout": isinstance
     assert_only_fork_server(k)
 
 
+def test_a_check_whose_ranks_deadlock_shows_the_report_once(k: Kernel) -> None:
+    run = k.run(
+        """
+from autograder import run_ranks
+
+def lonely_recv(rank, world_size):
+    if rank == 1:
+        dist.recv(torch.zeros(2), src=0)
+
+run_ranks(lonely_recv, 2)
+"""
+    )
+    assert run.error is not None and run.error["ename"] == "CheckFailed"
+    traceback = run.error["traceback"]
+    assert "lonely_recv on 2 ranks failed:" in traceback
+    assert traceback.count("rank 1 waits in recv(src=0) for rank 0, which already returned.") == 1
+    assert "During handling" not in traceback and "LaunchHang" not in traceback
+    assert len(traceback.splitlines()) < 30, traceback
+
+
 def test_interrupting_the_kernel_stops_every_rank(k: Kernel) -> None:
     k.ok("launch(lambda rank, world_size: rank, 4)")  # the fork server is warm
     interrupt_after = 3
@@ -291,6 +311,12 @@ finally:
         interrupt_on_timeout=True,
     )
     assert run.error is not None and run.error["ename"] == "KeyboardInterrupt"
+    # Said once, to the point: the ranks were stopped; none of the launcher's own frames.
+    traceback = run.error["traceback"]
+    assert "launch was interrupted: every rank was stopped." in traceback
+    assert "During handling" not in traceback
+    for internal in ("supervise.py", "selectors.py", "forkserver.py", "wire.py"):
+        assert internal not in traceback, traceback
     elapsed = k.ok("print(json.dumps(_elapsed))").json()
     # The interrupt arrives at about interrupt_after seconds; every rank is gone within 2 s.
     assert elapsed < interrupt_after + 2.0
