@@ -45,6 +45,8 @@ WITHOUT_INSTRUCTOR_TOOLS = "import sys\n\n" + "".join(
 )
 
 WORKERS = 3
+# About how long nbgrader takes to grade one solved notebook of each assignment on two cores.
+GRADING_SECONDS = {"01-memory-hierarchy": 15.0, "02-collectives": 25.0, "03-benchmarking": 25.0}
 CELL_TIMEOUT_S = 20  # nbgrader's per-cell limit in these runs (the course ships 120)
 
 
@@ -61,7 +63,7 @@ class Student:
     @property
     def cost(self) -> float:
         """About how many seconds grading this submission takes on a two-core machine."""
-        seconds = {"01-memory-hierarchy": 15.0, "02-collectives": 25.0}[self.assignment]
+        seconds = GRADING_SECONDS[self.assignment]
         return seconds / (2 if self.untouched else 1) + self.waits
 
 

@@ -1,5 +1,6 @@
 """Plots and widgets the notebooks share (matplotlib and ipywidgets)."""
 
+from .benchmarking import cost_model_explorer, plot_alpha_beta_fit, plot_busbw_sweep, plot_cost_models
 from .collectives import (
     collective_explorer,
     draw_collective,
@@ -22,11 +23,15 @@ from .memory import (
 __all__ = [
     "cache_sizes",
     "collective_explorer",
+    "cost_model_explorer",
     "describe_machine",
     "draw_collective",
     "draw_ring_step",
     "draw_tree_broadcast",
+    "plot_alpha_beta_fit",
     "plot_bandwidth_sweep",
+    "plot_busbw_sweep",
+    "plot_cost_models",
     "plot_link_bandwidths",
     "plot_roofline",
     "plot_transfer_times",
