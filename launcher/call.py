@@ -4,7 +4,9 @@ then hand the ranks to `launcher.supervise` (or, under torchrun, run the functio
 from __future__ import annotations
 
 import contextlib
+import functools
 import inspect
+import math
 import numbers
 import operator
 import os
@@ -18,9 +20,10 @@ from typing import Any
 
 import cloudpickle
 
-from .rank import LaunchSpec, current_context
-from .supervise import Supervisor, make_room_for_pipes
+from .rank import current_context
+from .supervise import Supervisor
 from .torchrun import local_world_size, run_in_torchrun_rank, under_torchrun
+from .wire import LaunchSpec
 
 DEFAULT_TIMEOUT_S = 30.0
 MAX_LOCAL_WORLD_SIZE = 64
@@ -103,6 +106,7 @@ def launch(
             "launch starts ranks by forking, which Windows does not have. Use WSL2, or a "
             "Colab or Kaggle notebook, or run under torchrun."
         )
+    threads = threads_per_rank(num_threads, world_size)
     spec = LaunchSpec(
         world_size=world_size,
         backend=resolve_backend(backend, world_size),
@@ -113,8 +117,8 @@ def launch(
         payload=pickle_function(fn, args, kwargs),
         cwd=os.getcwd(),
         sys_path=list(sys.path),
-        env=_rank_environment(),
-        num_threads=threads_per_rank(num_threads, world_size),
+        env=_rank_environment(threads),
+        num_threads=threads,
         warning_filters=_pickled_warning_filters(),
     )
     make_room_for_pipes(world_size)
@@ -161,7 +165,7 @@ def _check_arguments(fn: Any, world_size: Any, args: tuple, kwargs: dict, option
         signature = inspect.signature(fn)
     except (TypeError, ValueError):
         return  # some builtins have no signature; let the ranks find out
-    name = getattr(fn, "__name__", "fn")
+    name = _function_name(fn)
     try:
         signature.bind(0, size, *args, **kwargs)
     except TypeError as exc:
@@ -178,14 +182,21 @@ def _check_arguments(fn: Any, world_size: Any, args: tuple, kwargs: dict, option
             f"called that way: {exc}{hint}. Its first two parameters receive the rank and the "
             "world size."
         ) from None
+    given = getattr(fn, "keywords", None) or {}  # a functools.partial's: already fn's own
     for option, default in OPTIONS.items():
-        if option in signature.parameters and options[option] != default:
+        if option in signature.parameters and option not in given and options[option] != default:
             warnings.warn(
                 f"{option}={options[option]!r} is an option of launch itself, so {name}'s own "
                 f"parameter {option} keeps its default. To pass it to {name}, launch "
                 f"functools.partial({name}, {option}=...) instead.",
                 stacklevel=3,
             )
+
+
+def _function_name(fn: Any) -> str:
+    while isinstance(fn, functools.partial):
+        fn = fn.func
+    return getattr(fn, "__name__", "fn")
 
 
 def threads_per_rank(num_threads: Any, world_size: int) -> int:
@@ -251,10 +262,14 @@ def _gpu_count() -> int:
 
 
 def _usable_cpus() -> int:
-    """The CPUs this process may run on (fewer than the machine's in a container or a job)."""
-    if hasattr(os, "sched_getaffinity"):
-        return len(os.sched_getaffinity(0))
-    return os.cpu_count() or 1
+    """The CPUs this process may use: those it may run on (fewer than the machine's in a job),
+    and no more than a container's CPU quota (cgroup v2's cpu.max) allows."""
+    cpus = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
+    with contextlib.suppress(OSError, ValueError), open("/sys/fs/cgroup/cpu.max") as limit:
+        quota, period = limit.read().split()
+        if quota != "max":
+            cpus = min(cpus, max(1, math.ceil(int(quota) / int(period))))
+    return cpus
 
 
 def _pickled_warning_filters() -> list[tuple[str, bytes]]:
@@ -267,8 +282,30 @@ def _pickled_warning_filters() -> list[tuple[str, bytes]]:
     return pickled
 
 
-def _rank_environment() -> dict[str, str]:
-    env = dict(os.environ)
+def make_room_for_pipes(world_size: int) -> None:
+    """A launch holds 8 file descriptors per rank for a moment: raise the limit if it is low."""
+    try:
+        import resource
+    except ImportError:  # not on this platform
+        return
+    needed = 8 * world_size + 256
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    if soft != resource.RLIM_INFINITY and soft < needed:
+        target = needed if hard == resource.RLIM_INFINITY else min(needed, hard)
+        with contextlib.suppress(ValueError, OSError):
+            resource.setrlimit(resource.RLIMIT_NOFILE, (target, hard))
+        soft, _ = resource.getrlimit(resource.RLIMIT_NOFILE)
+        if soft < needed:
+            raise OSError(
+                f"world_size={world_size} needs about {needed} open files, but this process may open "
+                f"only {soft} (see `ulimit -n`). Use fewer ranks, or raise the limit."
+            )
+
+
+def _rank_environment(threads: int) -> dict[str, str]:
+    # What a rank starts later (a program, a thread pool sized from the environment) sees the
+    # thread count the rank runs with.
+    env = {**os.environ, "OMP_NUM_THREADS": str(threads), "MKL_NUM_THREADS": str(threads)}
     if "GLOO_SOCKET_IFNAME" not in env:
         # All ranks are on this machine: keep Gloo on the loopback interface, which always
         # exists, rather than whatever the host name resolves to.

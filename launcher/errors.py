@@ -52,7 +52,11 @@ class RankFailure:
                 return f"returned, then raised {self.one_line()} while shutting down"
             what = f"raised {self.one_line()}"
             return what if self.phase == RUNNING else f"{what} while {self.phase}"
-        when = "after returning" if self.phase == RETURNED else "before returning"
+        when = {RETURNED: "after returning", SENDING: "while sending its result back"}.get(
+            self.phase, "before returning"
+        )
+        if self.phase == SENDING and self.exitcode in (-signal.SIGKILL, -signal.SIGBUS):
+            when += " (out of memory? return less)"
         if self.exitcode == EXIT_INTERNAL:
             return (
                 f"failed inside the launcher itself (exit code {EXIT_INTERNAL}) {when}; "

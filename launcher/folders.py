@@ -1,61 +1,83 @@
-"""Each launch's folder: its ranks' file store and large results, removed when it ends.
+"""Each launch's folders: its ranks' file store, their large results, their notes of shared memory.
 
-The folder is in shared memory where there is some, so that results are never written to a
-disk; results too large for it go to a second folder in the temporary directory, which a rank
-makes only if it needs it. Both names carry the launching process's id, so that the folders of
-a process killed before it could remove them are found, and removed, by the next.
+The main folder is in the temporary directory: the rendezvous must not depend on how full
+``/dev/shm`` is. Large results go first to a second folder in ``/dev/shm`` (memory, never a
+disk) where there is one, else to the main folder's ``results``. The launching process makes
+them all, so that a rank still running after its launch ended cannot make them again.
+
+Each folder holds a ``lock`` file, locked (``flock``) by the launching process for as long as the
+launch runs. A folder whose lock can be taken belongs to a process that is gone, killed before it
+could remove its folders: the next process that launches removes it. A lock, not a process id,
+because ids repeat, and differ between containers that share ``/dev/shm``.
 """
 
 from __future__ import annotations
 
 import contextlib
+import fcntl
 import os
 import re
 import shutil
 import tempfile
 
 SHARED_MEMORY = "/dev/shm"
-_FOLDER = re.compile(r"launch-(\d+)-\w+(-spill)?")
+_FOLDER = re.compile(r"launch-\d+-[a-z0-9_]{8}")  # what mkdtemp makes of the prefix
 _stale_removed = False
 
 
-def launch_folders() -> tuple[str, list[str]]:
-    """A new folder for one launch, and the folders, first choice first, where its ranks put
-    large results (the first inside it). The first call in a process removes stale folders."""
-    global _stale_removed
-    if not _stale_removed:
-        _stale_removed = True
-        remove_stale_folders()
-    temporary = tempfile.gettempdir()
-    shared = os.path.isdir(SHARED_MEMORY) and os.access(SHARED_MEMORY, os.W_OK)
-    folder = tempfile.mkdtemp(prefix=f"launch-{os.getpid()}-", dir=SHARED_MEMORY if shared else temporary)
-    results = [os.path.join(folder, "results")]
-    if shared:
-        results.append(os.path.join(temporary, os.path.basename(folder) + "-spill"))
-    return folder, results
+class LaunchFolders:
+    """The folders of one launch, made and locked at once; `remove` removes them."""
+
+    def __init__(self) -> None:
+        global _stale_removed
+        if not _stale_removed:
+            _stale_removed = True
+            remove_stale_folders()
+        self.locks: dict[str, int] = {}  # folder -> its locked lock file
+        self.main = self._make(tempfile.gettempdir())
+        self.store_path = os.path.join(self.main, "store")
+        self.resource_log = os.path.join(self.main, "resources")
+        os.close(os.open(self.resource_log, os.O_CREAT | os.O_WRONLY, 0o600))
+        spill = os.path.join(self.main, "results")
+        os.mkdir(spill, 0o700)
+        self.result_folders = [spill]
+        if os.path.isdir(SHARED_MEMORY) and os.access(SHARED_MEMORY, os.W_OK):
+            with contextlib.suppress(OSError):  # a full /dev/shm: results go to the disk
+                self.result_folders.insert(0, self._make(SHARED_MEMORY))
+
+    def _make(self, base: str) -> str:
+        folder = tempfile.mkdtemp(prefix=f"launch-{os.getpid()}-", dir=base)
+        lock = os.open(os.path.join(folder, "lock"), os.O_CREAT | os.O_RDWR, 0o600)
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        self.locks[folder] = lock
+        return folder
+
+    def remove(self) -> None:
+        """Remove every folder and what is in it (safe to call again if interrupted)."""
+        for folder in list(self.locks):
+            shutil.rmtree(folder, ignore_errors=True)
+            with contextlib.suppress(OSError):
+                os.close(self.locks.pop(folder))
 
 
 def remove_stale_folders() -> None:
-    """Remove launch folders of this user's processes that no longer exist."""
+    """Remove this user's launch folders that no running launch holds."""
     for base in {SHARED_MEMORY, tempfile.gettempdir()}:
         with contextlib.suppress(OSError):
             for entry in os.scandir(base):
-                found = _FOLDER.fullmatch(entry.name)
                 with contextlib.suppress(OSError):
                     if (
-                        found
+                        _FOLDER.fullmatch(entry.name)
                         and entry.is_dir(follow_symlinks=False)
                         and entry.stat(follow_symlinks=False).st_uid == os.getuid()
-                        and not _process_exists(int(found[1]))
                     ):
-                        shutil.rmtree(entry.path, ignore_errors=True)
+                        _remove_if_unlocked(entry.path)
 
 
-def _process_exists(pid: int) -> bool:
+def _remove_if_unlocked(folder: str) -> None:
+    lock = os.open(os.path.join(folder, "lock"), os.O_RDWR)  # no lock file: not one of ours
     try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:  # another user's
-        return True
-    return True
+        fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)  # raises if a live launch holds it
+        shutil.rmtree(folder, ignore_errors=True)
+    finally:
+        os.close(lock)

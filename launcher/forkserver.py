@@ -358,8 +358,8 @@ def _reap(children: dict[int, tuple[int, int]], sock: socket.socket) -> None:
         # its leader while it has members, so its number cannot have been given to another.)
         _kill(pid)
         launch_id, rank = children.pop(pid)
-        if all(launch != launch_id for launch, _ in children.values()):
-            _kill_orphans(children)  # the launch is over: so is anything its ranks started
+        if not children:  # every rank has ended: so must anything they started
+            _kill_orphans(children)
         sock.sendall(frame(("exited", launch_id, rank, os.waitstatus_to_exitcode(status))))
 
 
@@ -373,19 +373,32 @@ def _become_subreaper() -> None:
             ctypes.CDLL(None).prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0)
 
 
+ORPHANS_WAIT_S = 2.0  # how long killed orphans get to exit; one that will not is left for later
+
+
 def _kill_orphans(ranks: dict[int, tuple[int, int]]) -> None:
     """Kill and reap this process's children that are not ranks: orphans it adopted.
 
-    Killing one can orphan what it started in turn, so look again until none is left."""
-    for _ in range(100):
+    Killing one can orphan what it started in turn, so look again until none is left. A process
+    that does not die at once (stuck in the kernel) is not waited for: the next sweep reaps it."""
+    give_up_at = time.monotonic() + ORPHANS_WAIT_S
+    while time.monotonic() < give_up_at:
         orphans = [pid for pid in _children() if pid not in ranks]
         if not orphans:
             return
         for pid in orphans:
             _kill(pid)
-        for pid in orphans:
-            with contextlib.suppress(ChildProcessError):
-                os.waitpid(pid, 0)
+        waiting = set(orphans)
+        while waiting and time.monotonic() < give_up_at:
+            for pid in list(waiting):
+                try:
+                    done, _ = os.waitpid(pid, os.WNOHANG)
+                except ChildProcessError:
+                    done = pid
+                if done:
+                    waiting.discard(pid)
+            if waiting:
+                time.sleep(0.001)
 
 
 def _children() -> list[int]:

@@ -9,8 +9,10 @@ import sys
 class OutputPrinter:
     """Relays the ranks' output as it comes, each line prefixed with its rank.
 
-    A complete line goes out at once; so does a progress line that ends in ``\r`` (each
-    rewrite of it keeps the prefix); the rest waits for the end of its line.
+    A line goes out as soon as it ends, with ``\n``, or with ``\r`` as a progress line that
+    rewrites itself does (each rewrite keeps the prefix). Text after the last line end waits for
+    its end, so that ranks' lines never mix mid-line; a progress bar that starts each rewrite
+    with ``\r`` (tqdm does) therefore shows each state when the next one begins.
     """
 
     _LINE_END = re.compile(r"(\r\n|\n|\r)")
@@ -20,22 +22,21 @@ class OutputPrinter:
 
     def feed(self, rank: int, stream: str, data: bytes) -> None:
         text = self.partial.get((rank, stream), b"") + data
-        cut = max(text.rfind(b"\n"), text.rfind(b"\r")) + 1  # ASCII: never inside a UTF-8 character
+        # ASCII line ends are never inside a UTF-8 character. A last \r waits: it may be the
+        # first half of \r\n.
+        cut = max(text.rfind(b"\n"), text.rfind(b"\r", 0, len(text) - 1)) + 1
         self.partial[(rank, stream)] = text[cut:]
         if cut:
             pieces = self._LINE_END.split(text[:cut].decode("utf-8", "replace"))
-            self._write(
-                stream,
-                "".join(
-                    f"[rank {rank}] {line}{end}" for line, end in zip(pieces[::2], pieces[1::2], strict=False)
-                ),
-            )
+            lines = zip(pieces[::2], pieces[1::2], strict=False)
+            self._write(stream, "".join(f"[rank {rank}] {line}{end}" for line, end in lines))
 
     def flush(self) -> None:
-        for (rank, stream), rest in sorted(self.partial.items()):
+        """Write out what is left, each rank's unfinished line ended (safe to repeat)."""
+        for key in sorted(self.partial):
+            rest = self.partial.pop(key)
             if rest:
-                self._write(stream, f"[rank {rank}] {rest.decode('utf-8', 'replace')}\n")
-        self.partial.clear()
+                self._write(key[1], f"[rank {key[0]}] {rest.decode('utf-8', 'replace').rstrip(chr(13))}\n")
 
     @staticmethod
     def _write(stream: str, text: str) -> None:

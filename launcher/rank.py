@@ -6,9 +6,7 @@ returns. The rank talks to the launching process through four pipes:
 - its stdout and stderr (file descriptors 1 and 2 are replaced by them, so C-level writes go
   there too), which the launching process prints with a ``[rank r]`` prefix;
 - a result pipe, on which it sends framed messages (`send_message`): that its function returned,
-  then its result (or its error); a snapshot of its threads' Python stacks when asked for one;
-  and the shared-memory segments it creates, for the launching process to remove if the rank
-  does not (plain Python's resource tracker does that for a script);
+  then its result (or its error); and a snapshot of its threads' Python stacks when asked;
 - a control pipe, from which it reads requests: ``b"s"``, send your stack; ``b"x"``, every rank
   has returned, so exit. End of file on it means the launching process stopped the launch or
   is gone, and the rank exits at once.
@@ -28,7 +26,7 @@ import threading
 import time
 import traceback
 import warnings
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from datetime import timedelta
 from typing import Any, NoReturn
 
@@ -36,6 +34,7 @@ import cloudpickle
 import torch
 import torch.distributed as dist
 
+from .resources import track_in_rank
 from .wire import (
     EXIT_FAILED,
     EXIT_INTERNAL,
@@ -46,6 +45,7 @@ from .wire import (
     RUNNING,
     SENDING,
     STARTING,
+    LaunchSpec,
     frame,
     pickle_exception,
     pickle_result,
@@ -55,25 +55,6 @@ from .wire import (
 # of exiting so that the other ranks do not see a closed connection and report a second,
 # misleading error; the launching process stops every rank well before this.
 FAILED_RANK_LINGER_S = 60.0
-
-
-@dataclass
-class LaunchSpec:
-    """Everything a rank needs to know, sent once per launch through the fork server."""
-
-    world_size: int
-    backend: str  # "gloo" or "nccl"
-    collective_timeout_s: float
-    check_collectives: bool
-    payload: bytes  # cloudpickle of (fn, args, kwargs)
-    cwd: str
-    sys_path: list[str]
-    env: dict[str, str]
-    num_threads: int  # torch's intra-op threads in each rank
-    warning_filters: list[tuple[str, bytes]]  # the caller's warnings.filters: (category's module, pickle)
-    # Set when the launch starts (`launch_folders`):
-    store_path: str = ""  # a torch.distributed.FileStore shared by the ranks of this launch
-    result_folders: list[str] = field(default_factory=list)  # where large result tensors go (`pickle_result`)
 
 
 @dataclass
@@ -87,7 +68,6 @@ class RankContext:
 
 _context: RankContext | None = None
 _phase = STARTING
-_result_fd = -1
 _send_lock = threading.Lock()
 _released = threading.Event()  # set when the launching process says every rank has returned
 
@@ -136,9 +116,8 @@ def run_rank(
     spec_bytes: bytes, rank: int, server: int, out_fd: int, err_fd: int, result_fd: int, control_fd: int
 ) -> NoReturn:
     """Run one rank to completion and exit the process; called in a freshly forked child."""
-    global _context, _phase, _result_fd
+    global _context, _phase
     try:
-        _result_fd = result_fd
         _redirect_output(out_fd, err_fd)
         for fd in (result_fd, control_fd):
             os.set_inheritable(fd, False)  # programs the rank starts must not hold them open
@@ -161,11 +140,16 @@ def run_rank(
     except BaseException as exc:  # noqa: BLE001 - every failure is reported, SystemExit included
         _report_failure(result_fd, exc)
 
+    try:
+        if spec.backend == "nccl":
+            # The result is final only once the GPU is done: work still queued there is part
+            # of the function's running time (and where a GPU hang shows).
+            torch.cuda.synchronize()
+    except BaseException as exc:  # noqa: BLE001
+        _report_failure(result_fd, exc)
     _phase = SENDING
     send_message(result_fd, "returning", None)  # from now on, the launch's timeout is over
     try:
-        if spec.backend == "nccl":
-            torch.cuda.synchronize()  # the result is final only once the GPU is done
         data = pickle_result(result, spec.result_folders)
     except BaseException as exc:  # noqa: BLE001
         _report_failure(result_fd, _UnsendableResult(result, exc))
@@ -250,28 +234,7 @@ def _prepare_process(spec: LaunchSpec, rank: int) -> None:
     # The fork server's thread pool was sized when it started, from its environment then:
     # size this rank's now, as the launching process decided for this launch.
     torch.set_num_threads(spec.num_threads)
-    _track_shared_memory()
-
-
-def _track_shared_memory() -> None:
-    """Have the launching process remove the shared memory this rank forgets to unlink.
-
-    In a script, Python's resource tracker (a process of its own) unlinks leaked
-    ``multiprocessing.shared_memory`` segments and semaphores when the script ends. A rank's
-    tracker would be killed with the rank, so the rank reports each registration to the
-    launching process instead, which unlinks what is left when the launch ends.
-    """
-    from multiprocessing import resource_tracker
-
-    def report(action: str) -> Any:
-        def send(name: str, rtype: str) -> None:
-            send_message(_result_fd, "resource", (action, name, rtype))
-
-        return send
-
-    resource_tracker.register = report("register")
-    resource_tracker.unregister = report("unregister")
-    resource_tracker.ensure_running = lambda: None
+    track_in_rank(spec.resource_log, rank)
 
 
 def _warning_filters(pickled: list[tuple[str, bytes]]) -> list:
@@ -324,13 +287,16 @@ def _report_failure(result_fd: int, exc: BaseException) -> NoReturn:
     """
     try:
         tb_exc = _traceback_without_launcher_frames(exc)
+        message = _message(exc)
+        plain, rebuilt = pickle_exception(exc, message)
         report = {
             "phase": _phase,
             "traceback": _pickled(tb_exc),
             "traceback_text": "".join(tb_exc.format()),
-            "exception": pickle_exception(exc),
+            "exception": plain,
+            "exception_rebuilt": rebuilt,
             "type_name": type(exc).__name__,
-            "message": _message(exc),
+            "message": message,
         }
         send_message(result_fd, "error", report)
         _flush_output()
@@ -404,11 +370,13 @@ def _other_threads(frames: dict[int, Any], skip: set[int]) -> list[dict[str, Any
     A rank whose main thread waits can still be unblocked by another of its threads, so the
     launching process needs to know of them before it calls anything a deadlock.
     """
-    names = {thread.ident: thread.name for thread in threading.enumerate()}
+    threads = {thread.ident: thread for thread in threading.enumerate()}
+    # Threads that never do a rank's work: tqdm's progress-bar monitor, which lives forever.
+    skip = skip | {ident for ident, thread in threads.items() if type(thread).__name__ == "TMonitor"}
     threading_module = threading.__file__
     return [
         {
-            "name": names.get(ident, f"thread {ident}"),
+            "name": threads[ident].name if ident in threads else f"thread {ident}",
             "frames": [f for f in _describe_stack(frame) if f["filename"] != threading_module],
         }
         for ident, frame in frames.items()

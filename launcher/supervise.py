@@ -11,12 +11,12 @@ import itertools
 import os
 import pickle
 import selectors
-import shutil
 import signal
+import sys
 import threading
 import time
 import warnings
-from multiprocessing import resource_tracker
+from collections.abc import Callable
 from typing import Any
 
 from .errors import (
@@ -29,12 +29,22 @@ from .errors import (
     ranks_label,
     secondary_failures,
 )
-from .folders import launch_folders
+from .folders import LaunchFolders
 from .forkserver import ForkServerError, get_server, retire
 from .hangs import RankStack, hang_report, never_finishing
 from .output import OutputPrinter
-from .rank import LaunchSpec
-from .wire import EXIT_ORPHANED, RETURNED, RUNNING, SENDING, Frames, read_available, wait_readable
+from .resources import remove_leaked
+from .wire import (
+    EXIT_ORPHANED,
+    RETURNED,
+    RUNNING,
+    SENDING,
+    Frames,
+    LaunchSpec,
+    load_exception,
+    read_available,
+    wait_readable,
+)
 
 FAILURE_GRACE_S = 0.3  # after a rank fails, how long the others get to report their own errors
 FIRST_LOOK_S = 0.5  # first look at where the ranks are; then at doubling intervals
@@ -48,26 +58,6 @@ OUTPUT_DRAIN_S = 0.5  # after every rank exited, how long to wait for output sti
 
 _launch_lock = threading.Lock()
 _launch_ids = itertools.count(1)
-
-
-def make_room_for_pipes(world_size: int) -> None:
-    """A launch holds 8 file descriptors per rank for a moment: raise the limit if it is low."""
-    try:
-        import resource
-    except ImportError:  # not on this platform
-        return
-    needed = 8 * world_size + 256
-    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
-    if soft != resource.RLIM_INFINITY and soft < needed:
-        target = needed if hard == resource.RLIM_INFINITY else min(needed, hard)
-        with contextlib.suppress(ValueError, OSError):
-            resource.setrlimit(resource.RLIMIT_NOFILE, (target, hard))
-        soft, _ = resource.getrlimit(resource.RLIMIT_NOFILE)
-        if soft < needed:
-            raise OSError(
-                f"world_size={world_size} needs about {needed} open files, but this process may open "
-                f"only {soft} (see `ulimit -n`). Use fewer ranks, or raise the limit."
-            )
 
 
 # -- one launch -------------------------------------------------------------------------------
@@ -86,14 +76,24 @@ class _RankPipes:
     def rank_ends(self) -> tuple[int, int, int, int]:
         return (self.out_w, self.err_w, self.result_w, self.control_r)
 
-    def ours(self) -> tuple[int, int, int]:
-        return (self.out_r, self.err_r, self.result_r)
+    def close_rank_ends(self) -> None:
+        """Close the ends the fork server has passed on to the rank (once; safe to repeat)."""
+        for name in ("out_w", "err_w", "result_w", "control_r"):
+            self._close(name)
 
     def close_control(self) -> None:
         """Close our end of the control pipe, once: a rank whose server is gone exits on this."""
-        if self.control_w >= 0:
-            _close_quietly(self.control_w)
-            self.control_w = -1
+        self._close("control_w")
+
+    def close(self) -> None:
+        for name in ("control_w", "out_r", "err_r", "result_r", "out_w", "err_w", "result_w", "control_r"):
+            self._close(name)
+
+    def _close(self, name: str) -> None:
+        fd = getattr(self, name)
+        if fd >= 0:
+            setattr(self, name, -1)
+            _close_quietly(fd)
 
 
 class Supervisor:
@@ -110,14 +110,12 @@ class Supervisor:
         self.spec = spec
         self.size = spec.world_size
         self.timeout = timeout
-        self.folders: list[str] = []  # removed, with everything in them, when the launch ends
         self.id = next(_launch_ids)
         self.stop_wait = STOP_WAIT_S * (5 if spec.backend == "nccl" else 1)  # CUDA teardown is slow
         self.returning: set[int] = set()  # ranks whose function returned
         self.results: dict[int, bytes] = {}
         self.received = [0] * self.size  # bytes of messages from each rank
         self.failures: dict[int, RankFailure] = {}
-        self.resources: dict[tuple[str, str], int] = {}  # shared memory the ranks made -> rank
         self.exit_codes: dict[int, int] = {}
         self.stopped: list[int] = []  # ranks still running when we stopped them
         self.stop_at: float | None = None  # when to stop the ranks still running
@@ -135,6 +133,7 @@ class Supervisor:
         self.look_interval = FIRST_LOOK_S
         self.next_look_at = 0.0
         self.final_look = False  # the look taken as the timeout runs out
+        self.deadline = 0.0  # when the timeout runs out (set when the ranks start)
         self.timed_out = False
         self.deadlocked = False
         self.send_deadline: float | None = None  # set once every rank's function returned
@@ -144,14 +143,16 @@ class Supervisor:
         """Run the ranks to the end; return their results, or the error to raise."""
         __tracebackhide__ = True
         with _launch_lock:  # one launch at a time per process: the fork server serves one
+            folders = None
             try:
-                folder, self.spec.result_folders = launch_folders()
-                self.folders = [folder, *self.spec.result_folders[1:]]
-                self.spec.store_path = os.path.join(folder, "store")
+                folders = LaunchFolders()
+                self.spec.store_path = folders.store_path
+                self.spec.result_folders = folders.result_folders
+                self.spec.resource_log = folders.resource_log
                 return self._run()
             finally:
-                for folder in self.folders:
-                    shutil.rmtree(folder, ignore_errors=True)
+                if folders is not None:
+                    _clean_up(folders.remove)
 
     def _run(self) -> list[Any] | BaseException:
         try:
@@ -166,19 +167,15 @@ class Supervisor:
                 raise
             finally:
                 for p in self.pipes:
-                    for fd in p.rank_ends():
-                        _close_quietly(fd)
+                    p.close_rank_ends()
             self._relay()
         except BaseException:
             self._abort()
             raise
         finally:
-            self.printer.flush()
-            for p in self.pipes:
-                p.close_control()
-                for fd in p.ours():
-                    _close_quietly(fd)
-            self._remove_leaked_resources()
+            # File descriptors first: nothing here may be skipped by a second interrupt, nor by
+            # output that cannot be written.
+            _clean_up(*(p.close for p in self.pipes), self._remove_leaked_resources, self.printer.flush)
         return self._outcome()  # before the folders go: large results are read from them
 
     # The main loop: everything the ranks send arrives here, in the calling thread, so their
@@ -247,12 +244,6 @@ class Supervisor:
         if kind == "returning":
             self.returning.add(rank)
             self.next_look_at = min(self.next_look_at, time.monotonic() + AFTER_RETURN_LOOK_S)
-        elif kind == "resource":
-            action, name, rtype = body
-            if action == "register":
-                self.resources[(name, rtype)] = rank
-            else:
-                self.resources.pop((name, rtype), None)
         elif kind == "result":
             self.returning.add(rank)
             self.results[rank] = body
@@ -410,18 +401,11 @@ class Supervisor:
         return True
 
     def _remove_leaked_resources(self) -> None:
-        """Unlink the shared memory the ranks made and did not unlink, as Python's resource
-        tracker does at the end of a script, and say so, as it does."""
-        for (name, rtype), rank in sorted(self.resources.items()):
-            with contextlib.suppress(Exception):
-                resource_tracker._CLEANUP_FUNCS[rtype](name)
-            warnings.warn(
-                f"rank {rank} left the {rtype} {name!r} behind; launch removed it. Call .unlink() "
-                "on shared memory you create once you are done with it.",
-                UserWarning,
-                stacklevel=4,
-            )
-        self.resources.clear()
+        """Unlink the shared memory the ranks made and did not unlink, and say so, as Python does
+        at the end of a script (`launcher.resources`)."""
+        log, self.spec.resource_log = self.spec.resource_log, ""  # once, even if interrupted
+        for message in remove_leaked(log) if log else []:
+            warnings.warn(message, UserWarning, stacklevel=_levels_to_caller())
 
     def _outcome(self) -> list[Any] | BaseException:
         if self.failures:
@@ -438,11 +422,14 @@ class Supervisor:
             return LaunchHang(message, [], {r: s.format() for r, s in self.look.items()})
         if self.send_stalled:
             waiting = [r for r in range(self.size) if r not in self.results]
+            arrived = sum(self.received)
             return LaunchHang(
-                f"every rank's function returned, but {ranks_label(waiting)} had not finished sending "
-                f"its result back within {self.send_deadline_s:g} s ({_megabytes(self.received)} "
-                "arrived so far). Return less: a summary rather than everything, or save large "
-                "results to a file and return its name.",
+                f"every rank's function returned, but {ranks_label(waiting)} had not finished "
+                f"preparing and sending its result within {self.send_deadline_s:g} s"
+                + (f" ({arrived / 1e6:.1f} MB arrived)" if arrived else "")
+                + ". Return less, or simpler things: tensors travel fast, but a result of millions "
+                "of Python objects is slow to pickle. Or save large results to a file and return "
+                "its name.",
                 [],
                 {},
             )
@@ -466,12 +453,8 @@ def _rank_traceback(report: dict[str, Any]) -> str:
 
 
 def _unpickle_exception(report: dict[str, Any]) -> BaseException:
-    if report["exception"] is not None:
-        try:
-            return pickle.loads(report["exception"])
-        except Exception:  # noqa: BLE001
-            pass
-    return RankException(report["type_name"], report["message"])
+    exception = load_exception(report["exception"], report["exception_rebuilt"])
+    return exception if exception is not None else RankException(report["type_name"], report["message"])
 
 
 def _close_quietly(fd: int) -> None:
@@ -479,5 +462,27 @@ def _close_quietly(fd: int) -> None:
         os.close(fd)
 
 
-def _megabytes(counts: list[int]) -> str:
-    return f"{sum(counts) / 1e6:.1f} MB"
+def _levels_to_caller() -> int:
+    """The ``stacklevel`` at which a warning points at the code that called `launch`."""
+    package = os.path.dirname(os.path.abspath(__file__))
+    frame, level = sys._getframe(1), 1
+    while frame is not None and os.path.dirname(os.path.abspath(frame.f_code.co_filename)) == package:
+        frame, level = frame.f_back, level + 1
+    return level
+
+
+def _clean_up(*steps: Callable[[], None]) -> None:
+    """Run every clean-up step to its end even if the kernel is interrupted again meanwhile (each
+    step is safe to repeat), then pass the interrupt on."""
+    interrupted = False
+    for step in steps:
+        while True:
+            try:
+                step()
+                break
+            except KeyboardInterrupt:
+                interrupted = True
+            except Exception:  # noqa: BLE001 - clean-up goes on (output that cannot be written, say)
+                break
+    if interrupted:
+        raise KeyboardInterrupt

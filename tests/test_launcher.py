@@ -612,3 +612,44 @@ def test_a_function_with_its_own_timeout_parameter_is_told_how_to_receive_it() -
     with warnings.catch_warnings():
         warnings.simplefilter("error")
         assert launch(_has_a_timeout, 2) == [1.0, 1.0]  # nothing to warn about
+
+
+def test_a_partial_that_already_gives_the_option_is_not_warned_about() -> None:
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        assert launch(functools.partial(_has_a_timeout, timeout=5), 2, timeout=20) == [5, 5]
+
+
+class RankStampedError(Exception):
+    def __init__(self, message: str) -> None:  # works only where there is a process group
+        super().__init__(f"[rank {dist.get_rank()}] {message}")
+
+
+def _raise_rank_stamped(rank: int, world_size: int) -> None:
+    raise RankStampedError("no shard")
+
+
+def test_an_exception_whose_init_needs_the_process_group_keeps_its_type() -> None:
+    with pytest.raises(LaunchError) as info:
+        launch(_raise_rank_stamped, 2)
+    for rank, exception in info.value.exceptions.items():
+        assert type(exception) is RankStampedError and str(exception) == f"[rank {rank}] no shard"
+
+
+def _environment_threads(rank: int, world_size: int) -> tuple[str, str]:
+    return os.environ["OMP_NUM_THREADS"], os.environ["MKL_NUM_THREADS"]
+
+
+def test_programs_a_rank_starts_see_its_thread_count() -> None:
+    assert launch(_environment_threads, 2, num_threads=3) == [("3", "3")] * 2
+
+
+def _line_end_split_between_writes(rank: int, world_size: int) -> None:
+    os.write(1, b"half a line end\r")
+    time.sleep(0.3)  # long enough for the launching process to relay the first write alone
+    os.write(1, b"\nnext\n")
+
+
+def test_a_line_end_split_between_two_writes_is_one_line_end(capsys) -> None:
+    launch(_line_end_split_between_writes, 1)
+    assert capsys.readouterr().out == "[rank 0] half a line end\r\n[rank 0] next\n"

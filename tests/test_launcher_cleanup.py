@@ -3,7 +3,9 @@ forget, not the folders of a process that was killed before it could remove them
 
 from __future__ import annotations
 
+import fcntl
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -64,33 +66,33 @@ def _forget_shared_memory(rank: int, world_size: int) -> tuple[str, str]:
 
 @pytest.mark.skipif(not os.path.isdir("/dev/shm"), reason="needs /dev/shm to look in")
 def test_shared_memory_a_rank_forgets_to_unlink_is_removed_as_plain_python_does() -> None:
-    with pytest.warns(UserWarning, match="left the shared_memory") as warned:
+    with pytest.warns(UserWarning, match="left the shared memory") as warned:
         names = launch(_forget_shared_memory, 2)
     assert len(warned) == 2  # one per forgotten segment; none for the tidy ones
     assert [forgotten for forgotten, _ in names if os.path.exists(f"/dev/shm/{forgotten}")] == []
 
 
-def _dead_pid() -> int:
-    process = subprocess.Popen(["true"])
-    process.wait()
-    return process.pid
+def _launch_folder(base: str, lock: bool = True) -> Path:
+    folder = Path(tempfile.mkdtemp(prefix="launch-4242-", dir=base))
+    (folder / "store").write_text("left by a kernel that was killed")
+    if lock:
+        (folder / "lock").touch()
+    return folder
 
 
-def test_folders_of_a_process_that_died_are_removed_at_the_next_start(monkeypatch) -> None:
-    base = "/dev/shm" if os.path.isdir("/dev/shm") else tempfile.gettempdir()
-    stale = Path(tempfile.mkdtemp(prefix=f"launch-{_dead_pid()}-", dir=base))
-    (stale / "store").write_text("left by a kernel that was killed")
-    alive = Path(tempfile.mkdtemp(prefix=f"launch-{os.getppid()}-", dir=base))  # its process lives
+def test_folders_no_launch_holds_are_removed_at_the_next_start(monkeypatch) -> None:
+    base = tempfile.gettempdir()
+    stale, not_ours, held = _launch_folder(base), _launch_folder(base, lock=False), _launch_folder(base)
+    holder = os.open(held / "lock", os.O_RDWR)  # as a launch running in another process holds it
+    fcntl.flock(holder, fcntl.LOCK_EX)
     monkeypatch.setattr(folders, "_stale_removed", False)  # as in a fresh process
     try:
         launch(lambda rank, world_size: rank, 1)
-        assert not stale.exists() and alive.exists()
+        assert not stale.exists() and not_ours.exists() and held.exists()
     finally:
-        for folder in (stale, alive):
-            if folder.exists():
-                for item in folder.iterdir():
-                    item.unlink()
-                folder.rmdir()
+        os.close(holder)
+        for folder in (stale, not_ours, held):
+            shutil.rmtree(folder, ignore_errors=True)
 
 
 @pytest.mark.skipif(not os.path.isdir("/dev/shm"), reason="looks for the launch's folder in /dev/shm")
@@ -109,11 +111,41 @@ def test_a_process_killed_in_the_middle_of_a_launch_leaves_nothing_behind(tmp_pa
     process = subprocess.Popen([sys.executable, str(script)], stdout=subprocess.PIPE, env=env, text=True)
     assert "ranks running" in process.stdout.readline()
     tree = psutil.Process(process.pid).children(recursive=True)
-    left = [f for f in os.listdir(folders.SHARED_MEMORY) if f.startswith(f"launch-{process.pid}-")]
+    left = [
+        os.path.join(base, f)
+        for base in (folders.SHARED_MEMORY, tempfile.gettempdir())
+        for f in os.listdir(base)
+        if f.startswith(f"launch-{process.pid}-")
+    ]
     os.kill(process.pid, signal.SIGKILL)
     process.wait()
     _, alive = psutil.wait_procs(tree, timeout=5)
     assert alive == []  # the fork server and the ranks went with it
-    assert left and all(os.path.exists(os.path.join(folders.SHARED_MEMORY, f)) for f in left)
+    assert len(left) == 2 and all(os.path.exists(f) for f in left)  # in /dev/shm and the temp dir
     folders.remove_stale_folders()  # what the next launch does first
-    assert not any(os.path.exists(os.path.join(folders.SHARED_MEMORY, f)) for f in left)
+    assert not any(os.path.exists(f) for f in left)
+
+
+def _attach_and_leave(rank: int, world_size: int, name: str) -> int:
+    from multiprocessing import shared_memory
+
+    attached = shared_memory.SharedMemory(name=name)  # the notebook's: not this rank's to remove
+    size = attached.size
+    attached.close()
+    return size
+
+
+@pytest.mark.skipif(not os.path.isdir("/dev/shm"), reason="needs /dev/shm to look in")
+def test_shared_memory_a_rank_only_attaches_to_is_left_alone() -> None:
+    import warnings
+    from multiprocessing import shared_memory
+
+    ours = shared_memory.SharedMemory(create=True, size=4096)
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("error")
+            assert launch(_attach_and_leave, 2, ours.name) == [4096, 4096]
+        assert os.path.exists(f"/dev/shm/{ours.name}")
+    finally:
+        ours.close()
+        ours.unlink()

@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from launcher import LaunchHang, launch, supervise, wire
+from launcher import LaunchError, LaunchHang, launch, supervise, wire
 
 
 def _our_launch_folders() -> list[str]:
@@ -74,6 +74,7 @@ def test_tensors_that_fit_in_no_folder_travel_inside_the_pickle(tmp_path: Path) 
         first, second = pickle.loads(data)
         assert torch.equal(first, t) and first is second  # one tensor, twice
     spilled = tmp_path / "spill"
+    spilled.mkdir()  # the launching process makes the folders; ranks only write into them
     data = wire.pickle_result(t, [str(blocked / "results"), str(spilled)])
     assert len(data) < 1000 and len(os.listdir(spilled)) == 1  # the second folder took it
     assert torch.equal(pickle.loads(data), t) and os.listdir(spilled) == []
@@ -101,5 +102,65 @@ def test_results_that_never_finish_sending_are_reported_as_such(monkeypatch) -> 
     with pytest.raises(LaunchHang) as info:
         launch(lambda rank, world_size: SlowToSend(60 if rank else 0), 2, timeout=0.5)
     message = str(info.value)
-    assert "every rank's function returned, but rank 1 had not finished sending" in message
+    assert "every rank's function returned, but rank 1 had not finished preparing and sending" in message
     assert "within 1 s" in message and "Return less" in message
+
+
+def _a_broadcast_view(rank: int, world_size: int) -> torch.Tensor:
+    return torch.zeros(1).expand(50_000_000)  # 200 MB of elements, 4 bytes of storage
+
+
+def test_an_expanded_tensor_comes_back_as_its_small_storage() -> None:
+    started = time.perf_counter()
+    (view,) = launch(_a_broadcast_view, 1)
+    assert (
+        time.perf_counter() - started < 2
+        and view.shape == (50_000_000,)
+        and view.untyped_storage().nbytes() == 4
+    )
+
+
+def _odd_results(rank: int, world_size: int) -> dict[str, torch.Tensor]:
+    return {
+        "uint16": torch.arange(5).to(torch.uint16),
+        "float8": torch.ones(3).to(torch.float8_e4m3fn),
+        "bool": torch.tensor([True, False]),
+        "complex_conj": torch.tensor([1 + 2j]).conj(),
+        "empty": torch.zeros(0, 3),
+        "scalar": torch.tensor(7.5),
+        "large_uint16": torch.arange(1 << 20, dtype=torch.int32).to(torch.uint16),
+    }
+
+
+def test_tensors_of_every_dtype_come_back() -> None:
+    (result,) = launch(_odd_results, 1)
+    assert result["uint16"].dtype == torch.uint16 and result["uint16"].tolist() == list(range(5))
+    assert result["float8"].dtype == torch.float8_e4m3fn and result["float8"].float().tolist() == [1.0] * 3
+    assert result["bool"].tolist() == [True, False]
+    assert result["complex_conj"].tolist() == [1 - 2j]
+    assert result["empty"].shape == (0, 3) and result["scalar"].item() == 7.5
+    assert result["large_uint16"][-1].item() == (1 << 20) - 1 - 65536 * 15
+
+
+def test_a_large_result_is_an_ordinary_tensor_that_can_be_sent_on_and_changed() -> None:
+    import io
+    from multiprocessing.reduction import ForkingPickler
+
+    (values,) = launch(lambda rank, world_size: torch.full((1 << 20,), 2.0), 1)
+    assert not values.is_shared()
+    ForkingPickler(io.BytesIO()).dump(values)  # what torch.multiprocessing does to send it on
+    values.add_(1)  # writable, and private to this process
+    assert values[0].item() == 3.0
+
+
+def _dies_while_sending(rank: int, world_size: int):
+    class Fatal:
+        def __reduce__(self):
+            os._exit(3)
+
+    return Fatal()
+
+
+def test_a_rank_that_dies_while_sending_its_result_says_so() -> None:
+    with pytest.raises(LaunchError, match="rank 0 of 1 exited with code 3 while sending its result back"):
+        launch(_dies_while_sending, 1)
