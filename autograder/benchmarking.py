@@ -16,11 +16,10 @@ from typing import Any
 
 import torch
 import torch.distributed as dist
-from torch.utils._python_dispatch import TorchDispatchMode
 
 import launcher
 
-from .checks import expect_close, fail, run_ranks
+from .checks import Timeline, describe_event, expect_close, fail, run_ranks
 
 # The ranks run this module's functions: have the fork server import it once, for every rank.
 launcher.preload("autograder.benchmarking")
@@ -53,59 +52,6 @@ VIEWS_AND_COPIES = frozenset(
         "view",
     }
 )
-
-
-class Timeline(TorchDispatchMode):
-    """Records, in order, every operation dispatched while it is active: ``("op", namespace, name,
-    totals)`` with the number of elements in each tensor argument (None for others) and the
-    devices of what it returned. Fake clocks and ``synchronize`` add their own events."""
-
-    def __init__(self) -> None:
-        super().__init__()
-        self.events: list[tuple] = []
-
-    def __torch_dispatch__(self, func: Any, types: Any, args: tuple = (), kwargs: dict | None = None) -> Any:
-        out = func(*args, **(kwargs or {}))
-        devices = sorted({str(t.device) for t in _tensors(out)})
-        self.events.append(
-            ("op", func.namespace, func.overloadpacket.__name__, [_total(a) for a in args], devices)
-        )
-        return out
-
-    def clock(self, readings: Sequence[float]) -> Callable[[], float]:
-        """A clock whose n-th reading is ``readings[n]`` (then a microsecond more each time)."""
-        count = [0]
-
-        def read() -> float:
-            n = count[0]
-            count[0] += 1
-            self.events.append(("clock",))
-            return readings[n] if n < len(readings) else readings[-1] + 1e-6 * (n - len(readings) + 1)
-
-        return read
-
-    def synchronize(self) -> None:
-        self.events.append(("sync",))
-
-
-def _tensors(value: Any) -> list[torch.Tensor]:
-    if isinstance(value, torch.Tensor):
-        return [value]
-    if isinstance(value, (list, tuple)):
-        return [t for item in value for t in _tensors(item)]
-    return []
-
-
-def _total(value: Any) -> int | None:
-    """The elements of the tensors in one argument; None for an argument holding no tensor."""
-    tensors = _tensors(value)
-    return sum(t.numel() for t in tensors) if tensors else None
-
-
-def _describe(event: tuple) -> str:
-    if event[0] == "op":
-        return f"{event[1]}.{event[2]}" if event[1] != "aten" else f"torch's {event[2]}"
-    return {"clock": "a clock reading", "sync": "synchronize()"}[event[0]]
 
 
 # -- exercise: the tensors and the call of each collective --------------------------------------
@@ -185,7 +131,7 @@ def _check_one_call(what: str, name: str, called: list[tuple], sizes: list[int])
     extra = [e for e in called if e[0] == "op" and e[1] != "c10d" and e[2] not in VIEWS_AND_COPIES]
     if extra:
         fail(
-            f"{what}: calling what it returns also runs {_describe(extra[0])}. Make the tensors once, "
+            f"{what}: calling what it returns also runs {describe_event(extra[0])}. Make the tensors once, "
             "in collective_call; the call itself must do the collective and nothing else, since it is "
             "what the benchmark times."
         )
@@ -328,7 +274,8 @@ def _check_order(what: str, events: list[tuple], warmup: int, iterations: int) -
         if not is_call(e) and e[0] != "sync" and not (e[0] == "op" and e[2] in VIEWS_AND_COPIES)
     ]
     if others:
-        fail(f"{what}: between the clock readings it also ran {_describe(others[0])}. Time the calls alone.")
+        extra = describe_event(others[0])
+        fail(f"{what}: between the clock readings it also ran {extra}; time the calls alone.")
 
 
 # -- exercise: the sweep -------------------------------------------------------------------------
@@ -504,19 +451,3 @@ def expect_floats(what: str, *values: Any) -> None:
             fail(
                 f"{what} gave {value!r} ({_type(value).__name__}); return Python floats: float(x) makes one."
             )
-
-
-def expect_seconds(
-    actual: Any, expected: float, what: str, explanation: str, mistakes: dict | None = None
-) -> None:
-    """A worked problem's answer, in seconds, to within 1% (the precision a person would print)."""
-    __tracebackhide__ = True
-    if _type(actual) not in (_float, int) or not math.isfinite(actual):
-        fail(f"{what}: expected a number of seconds, got {actual!r}.")
-    try:
-        expect_close(actual, expected, what, rel=0.01, mistakes=mistakes)
-    except AssertionError as err:
-        message = str(err)
-    else:
-        return
-    fail(f"{message}\n{explanation}")

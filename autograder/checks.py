@@ -245,3 +245,73 @@ class _Watching(TorchDispatchMode):
                 ("op", func.overloadpacket.__name__, first.dtype, first.numel(), tuple(first.shape))
             )
         return func(*args, **(kwargs or {}))
+
+
+class Timeline(TorchDispatchMode):
+    """Records, in order, every operation dispatched while it is active: ``("op", namespace, name,
+    totals)`` with the number of elements in each tensor argument (None for others) and the
+    devices of what it returned. Fake clocks and ``synchronize`` add their own events."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.events: list[tuple] = []
+
+    def __torch_dispatch__(self, func: Any, types: Any, args: tuple = (), kwargs: dict | None = None) -> Any:
+        out = func(*args, **(kwargs or {}))
+        devices = sorted({str(t.device) for t in _tensors(out)})
+        self.events.append(
+            ("op", func.namespace, func.overloadpacket.__name__, [_total(a) for a in args], devices)
+        )
+        return out
+
+    def clock(self, readings: Sequence[float]) -> Callable[[], float]:
+        """A clock whose n-th reading is ``readings[n]`` (then a microsecond more each time)."""
+        count = [0]
+
+        def read() -> float:
+            n = count[0]
+            count[0] += 1
+            self.events.append(("clock",))
+            return readings[n] if n < len(readings) else readings[-1] + 1e-6 * (n - len(readings) + 1)
+
+        return read
+
+    def synchronize(self) -> None:
+        self.events.append(("sync",))
+
+
+def _tensors(value: Any) -> list[torch.Tensor]:
+    if isinstance(value, torch.Tensor):
+        return [value]
+    if isinstance(value, (list, tuple)):
+        return [t for item in value for t in _tensors(item)]
+    return []
+
+
+def _total(value: Any) -> int | None:
+    """The elements of the tensors in one argument; None for an argument holding no tensor."""
+    tensors = _tensors(value)
+    return sum(t.numel() for t in tensors) if tensors else None
+
+
+def describe_event(event: tuple) -> str:
+    if event[0] == "op":
+        return f"{event[1]}.{event[2]}" if event[1] != "aten" else f"torch's {event[2]}"
+    return {"clock": "a clock reading", "sync": "synchronize()"}[event[0]]
+
+
+def expect_answer(
+    actual: Any, expected: float, what: str, explanation: str, mistakes: dict | None = None
+) -> None:
+    """A worked problem's numeric answer, to within 1% (the precision a person would print); if it
+    is wrong, the message says how the right one is reached."""
+    __tracebackhide__ = True
+    if type(actual) not in (float, int) or not math.isfinite(actual):
+        fail(f"{what}: expected a number, got {actual!r}.")
+    try:
+        expect_close(actual, expected, what, rel=0.01, mistakes=mistakes)
+    except AssertionError as err:
+        message = str(err)
+    else:
+        return
+    fail(f"{message}\n{explanation}")

@@ -10,6 +10,8 @@ however it was called (``dist.send``, a name imported from ``torch.distributed``
 
 from __future__ import annotations
 
+import contextlib
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -144,3 +146,39 @@ def _numels(value: Any) -> list[int]:
     if isinstance(value, (list, tuple)):
         return [n for item in value for n in _numels(item)]
     return []
+
+
+class _RecordedWork:
+    """Stands for a collective's handle; notes whether it was waited on."""
+
+    def __init__(self, work: Any, waited: list[bool]) -> None:
+        self._work, self._waited, self._index = work, waited, len(waited)
+        waited.append(False)
+
+    def wait(self, *args: Any, **kwargs: Any) -> Any:
+        self._waited[self._index] = True
+        return self._work.wait(*args, **kwargs)
+
+    def get_future(self) -> Any:
+        self._waited[self._index] = True  # waiting on the future waits for the work
+        return self._work.get_future()
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._work, name)
+
+
+@contextlib.contextmanager
+def recording_waits() -> Iterator[list[bool]]:
+    """While active, async all_reduces through ``dist.all_reduce`` return handles that note waits."""
+    real = dist.all_reduce
+    waited: list[bool] = []
+
+    def all_reduce(*args: Any, **kwargs: Any) -> Any:
+        work = real(*args, **kwargs)
+        return _RecordedWork(work, waited) if work is not None else None
+
+    dist.all_reduce = all_reduce
+    try:
+        yield waited
+    finally:
+        dist.all_reduce = real

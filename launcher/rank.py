@@ -269,6 +269,36 @@ def _init_process_group(spec: LaunchSpec, rank: int) -> None:
         timeout=timedelta(seconds=spec.collective_timeout_s),
         device_id=device_id,
     )
+    if spec.check_collectives:
+        _give_ddp_an_unchecked_group()
+
+
+def _give_ddp_an_unchecked_group() -> None:
+    """Let torch's DistributedDataParallel work beside the collective checks.
+
+    In torch 2.13 on Gloo, making a DistributedDataParallel model on a process group that checks
+    its collectives (TORCH_DISTRIBUTED_DEBUG=DETAIL wraps it) crashes the process (SIGSEGV, in
+    DDP's logger). A DDP model given no group of its own gets a plain group of every rank
+    instead, made without the checks when the first one is made (every rank makes it, as every
+    rank makes the model). Its own collectives then go unchecked; all others stay checked.
+    """
+    cls = torch.nn.parallel.DistributedDataParallel
+    real_init = cls.__init__
+    plain: list[Any] = []
+
+    def init(self: Any, module: Any, *args: Any, **kwargs: Any) -> None:
+        if len(args) < 6 and kwargs.get("process_group") is None:  # process_group is the 7th
+            if not plain:
+                level = dist.get_debug_level()
+                dist.set_debug_level(dist.DebugLevel.OFF)
+                try:
+                    plain.append(dist.new_group())
+                finally:
+                    dist.set_debug_level(level)
+            kwargs["process_group"] = plain[0]
+        real_init(self, module, *args, **kwargs)
+
+    cls.__init__ = init
 
 
 class _UnsendableResult(Exception):

@@ -46,7 +46,12 @@ WITHOUT_INSTRUCTOR_TOOLS = "import sys\n\n" + "".join(
 
 WORKERS = 3
 # About how long nbgrader takes to grade one solved notebook of each assignment on two cores.
-GRADING_SECONDS = {"01-memory-hierarchy": 15.0, "02-collectives": 25.0, "03-benchmarking": 25.0}
+GRADING_SECONDS = {
+    "01-memory-hierarchy": 15.0,
+    "02-collectives": 25.0,
+    "03-benchmarking": 25.0,
+    "04-data-parallel": 25.0,
+}
 CELL_TIMEOUT_S = 20  # nbgrader's per-cell limit in these runs (the course ships 120)
 
 

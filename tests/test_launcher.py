@@ -653,3 +653,17 @@ def _line_end_split_between_writes(rank: int, world_size: int) -> None:
 def test_a_line_end_split_between_two_writes_is_one_line_end(capsys) -> None:
     launch(_line_end_split_between_writes, 1)
     assert capsys.readouterr().out == "[rank 0] half a line end\r\n[rank 0] next\n"
+
+
+def _train_with_ddp(rank: int, world_size: int) -> list[float]:
+    model = torch.nn.parallel.DistributedDataParallel(torch.nn.Linear(4, 4))
+    model(torch.ones(2, 4) * rank).sum().backward()
+    return model.module.weight.grad.sum(dim=0).tolist()
+
+
+def test_torchs_ddp_works_beside_the_collective_checks() -> None:
+    """torch 2.13's DDP crashes on a group wrapped for the checks; launch gives it a plain one."""
+    results = launch(_train_with_ddp, 3)  # check_collectives=True, the default
+    # Each weight's gradient is its input summed over 2 rows, 2 x rank, averaged over the ranks:
+    # 2; and 4 such rows summed make 8, on every rank.
+    assert results == [[8.0] * 4] * 3

@@ -11,6 +11,7 @@ from .collectives import (
     ring_schedule,
     tree_rounds,
 )
+from .data_parallel import bucket_explorer, plot_step_timeline, simulate_step
 from .memory import (
     cache_sizes,
     describe_machine,
@@ -21,6 +22,7 @@ from .memory import (
 )
 
 __all__ = [
+    "bucket_explorer",
     "cache_sizes",
     "collective_explorer",
     "cost_model_explorer",
@@ -34,9 +36,11 @@ __all__ = [
     "plot_cost_models",
     "plot_link_bandwidths",
     "plot_roofline",
+    "plot_step_timeline",
     "plot_transfer_times",
     "ring_contents",
     "ring_explorer",
     "ring_schedule",
+    "simulate_step",
     "tree_rounds",
 ]
