@@ -19,7 +19,7 @@ import torch.distributed as dist
 
 import launcher
 
-from .checks import Timeline, describe_event, expect_close, fail, run_ranks
+from .checks import Timeline, counted, describe_event, expect_close, fail, run_ranks
 
 # The ranks run this module's functions: have the fork server import it once, for every rank.
 launcher.preload("autograder.benchmarking")
@@ -182,7 +182,7 @@ def check_benchmark(
     __tracebackhide__ = True
     for world_size in world_sizes:
         per_rank = run_ranks(_benchmark_on_rank, world_size, benchmark, warmup, iterations, what="benchmark")
-        what = f"benchmark(run, warmup={warmup}, iterations={iterations}) on {world_size} ranks"
+        what = f"benchmark(run, warmup={warmup}, iterations={iterations}) on {counted(world_size, 'rank')}"
         for rank, (_, events) in enumerate(per_rank):
             _check_order(f"{what}, rank {rank}", events, warmup, iterations)
         seconds = [RANK_SECONDS[r % len(RANK_SECONDS)] for r in range(world_size)]

@@ -126,6 +126,11 @@ def _short(value: Any, limit: int = 160) -> str:
     return text if len(text) <= limit else text[:limit] + "..."
 
 
+def counted(n: int, noun: str) -> str:
+    """``"1 rank"``, ``"3 ranks"``."""
+    return f"{n} {noun}" if n == 1 else f"{n} {noun}s"
+
+
 def run_ranks(
     fn: Callable[..., Any], world_size: int, *args: Any, timeout: float = 20, what: str = "", **kwargs: Any
 ) -> list:

@@ -20,7 +20,7 @@ from torch import nn
 
 import launcher
 
-from .checks import Timeline, fail, run_ranks
+from .checks import Timeline, counted, fail, run_ranks
 from .comm import CommLog, recording_waits
 
 launcher.preload("autograder.data_parallel")
@@ -153,7 +153,7 @@ def check_data_parallel(
     data, targets = make_batch(batch, seed=SEED + 1000)
     reference = train_alone(make_mlp(seed=SEED), data, targets, steps, lr)
     for world_size in world_sizes:
-        what = f"{name} on {world_size} ranks, a batch of {batch}, {steps} steps"
+        what = f"{name} on {counted(world_size, 'rank')}, a batch of {batch}, {steps} steps"
         per_rank = run_ranks(_train_on_rank, world_size, train, batch, steps, lr, what=name)
         shards = [len(s) for s in torch.arange(batch).tensor_split(world_size)]
         for rank, (params, rows, made, ddp_models) in enumerate(per_rank):
@@ -237,7 +237,9 @@ def check_shard_loss(
     reference = train_alone(make_mlp(seed=SEED), data, targets, steps, lr)
     for world_size in world_sizes:
         sizes = [len(s) for s in torch.arange(batch).tensor_split(world_size)]
-        what = f"training with shard_loss on {world_size} ranks, a batch of {batch} split as {sizes}"
+        what = (
+            f"training with shard_loss on {counted(world_size, 'rank')}, a batch of {batch} split as {sizes}"
+        )
         per_rank = run_ranks(_uneven_on_rank, world_size, shard_loss, batch, steps, lr, what="shard_loss")
         _params_like(what, per_rank[0], reference)
         mistakes = {
@@ -277,7 +279,7 @@ def check_flat_all_reduce(
     total = sum(torch.Size(s).numel() for s in shapes)
     for world_size in world_sizes:
         name = getattr(fn, "__name__", "fn")
-        what = f"{name} on {world_size} ranks, tensors of shapes {list(shapes)}, {dtype}"
+        what = f"{name} on {counted(world_size, 'rank')}, tensors of shapes {list(shapes)}, {dtype}"
         per_rank = run_ranks(_flat_on_rank, world_size, fn, list(shapes), dtype, what="the flat all_reduce")
         inputs = [_rank_tensors(r, shapes, dtype) for r in range(world_size)]
         average = [sum(t[i].double() for t in inputs) / world_size for i in range(len(shapes))]
@@ -366,7 +368,9 @@ def check_overlap(
     __tracebackhide__ = True
     for world_size in world_sizes:
         for kind in model_kinds:
-            what = f"training step(s) on {world_size} ranks" + (f" of a model with {kind}" if kind else "")
+            what = f"training step(s) on {counted(world_size, 'rank')}" + (
+                f" of a model with {kind}" if kind else ""
+            )
             per_rank = run_ranks(
                 _overlap_on_rank, world_size, make_sync, dict(kind), steps, what="the synchroniser"
             )
@@ -449,7 +453,7 @@ def check_accumulation(
     __tracebackhide__ = True
     total = sum(p.numel() for p in make_mlp().parameters())
     for world_size in world_sizes:
-        what = f"step on {world_size} ranks with {k} micro-batches each"
+        what = f"step on {counted(world_size, 'rank')} with {k} micro-batches each"
         per_rank = run_ranks(_accumulate_on_rank, world_size, step, k, lr, what="the accumulating step")
         batches = [make_batch(3, seed=SEED + 5000 + 10 * r + i) for r in range(world_size) for i in range(k)]
         data, targets = torch.cat([b[0] for b in batches]), torch.cat([b[1] for b in batches])

@@ -51,6 +51,7 @@ GRADING_SECONDS = {
     "02-collectives": 25.0,
     "03-benchmarking": 25.0,
     "04-data-parallel": 25.0,
+    "05-tensor-parallel": 20.0,
 }
 CELL_TIMEOUT_S = 20  # nbgrader's per-cell limit in these runs (the course ships 120)
 

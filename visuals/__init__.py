@@ -20,6 +20,7 @@ from .memory import (
     plot_roofline,
     plot_transfer_times,
 )
+from .tensor_parallel import draw_tensor_parallel_shards
 
 __all__ = [
     "bucket_explorer",
@@ -29,6 +30,7 @@ __all__ = [
     "describe_machine",
     "draw_collective",
     "draw_ring_step",
+    "draw_tensor_parallel_shards",
     "draw_tree_broadcast",
     "plot_alpha_beta_fit",
     "plot_bandwidth_sweep",

@@ -1,0 +1,18 @@
+"""Softmaxes each head's scores over the queries (dim -2) instead of the keys.
+
+replaces: attention
+fails: test_attention test_attention_more
+"""
+
+import math
+
+import torch.distributed as dist
+
+
+def tensor_parallel_attention(x, wq, wk, wv, wo, heads):
+    batch, seq, _ = x.shape
+    q, k, v = (t.view(batch, seq, heads, -1).transpose(1, 2) for t in (x @ wq.T, x @ wk.T, x @ wv.T))
+    weights = (q @ k.transpose(-1, -2) / math.sqrt(q.shape[-1])).softmax(dim=-2)
+    out = (weights @ v).transpose(1, 2).reshape(batch, seq, -1) @ wo.T
+    dist.all_reduce(out)
+    return out

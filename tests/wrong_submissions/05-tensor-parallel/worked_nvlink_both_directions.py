@@ -1,0 +1,7 @@
+"""Uses NVLink's 900 GB/s, both directions added.
+
+replaces: worked
+fails: test_worked_nvlink
+"""
+
+nvlink_ms = 2 * 7 / 8 * 8 * 2048 * 8192 * 2 / 900e9 * 1e3
