@@ -17,6 +17,11 @@ from torch.utils._python_dispatch import TorchDispatchMode
 
 from launcher import LaunchError, launch
 
+# Taken when this module is imported, before any student code runs: a notebook that replaces
+# torch.allclose or torch.equal (in the kernel, or inside a rank) cannot change what checks see.
+allclose = torch.allclose
+tensors_equal = torch.equal
+
 # The tensor operations that count as a copy, and as a matrix multiply, in timed code.
 COPY_OPS = ("copy_", "clone", "_to_copy")
 MATMUL_OPS = ("mm", "addmm", "matmul", "bmm")
@@ -64,16 +69,49 @@ def _is_power_of_eight_ratio(ratio: float) -> bool:
 
 
 def expect_equal(actual: Any, expected: Any, what: str, *, mistakes: dict[str, Any] | None = None) -> None:
-    """Check a value that has one right answer (a string, an int, a tuple, ...)."""
+    """Check a value that has one right answer (a string, an int, a list of them, ...).
+
+    Compared as the built-in values they stand for, so an object whose ``__eq__`` always says
+    yes is not equal to anything; a list and a tuple of the same items are equal.
+    """
     __tracebackhide__ = True
-    if actual == expected:
+    if same_value(actual, expected):
         return
-    message = f"{what}: expected {expected!r}, got {actual!r}."
+    message = f"{what}: expected {expected!r}, got {_short(actual)}."
     for mistake, value in (mistakes or {}).items():
-        if actual == value:
+        if same_value(actual, value):
             message += f" That is what you get if you {mistake}."
             break
     fail(message)
+
+
+def same_value(actual: Any, expected: Any) -> bool:
+    """Whether ``actual`` is ``expected``'s value, judged by ``expected``'s type, not ``actual``'s."""
+    if isinstance(expected, (list, tuple)):
+        return (
+            isinstance(actual, (list, tuple))
+            and len(actual) == len(expected)
+            and all(same_value(a, e) for a, e in zip(actual, expected, strict=True))
+        )
+    if isinstance(expected, dict):
+        return (
+            isinstance(actual, dict)
+            and set(actual) == set(expected)
+            and all(same_value(actual[k], expected[k]) for k in expected)
+        )
+    if isinstance(expected, bool) or expected is None:
+        return actual is expected
+    if isinstance(expected, int):
+        return (
+            isinstance(actual, numbers.Integral) and not isinstance(actual, bool) and int(actual) == expected
+        )
+    if isinstance(expected, float):
+        return isinstance(actual, numbers.Real) and not isinstance(actual, bool) and float(actual) == expected
+    if isinstance(expected, str):
+        return isinstance(actual, str) and str.__eq__(actual, expected) is True
+    if isinstance(expected, torch.Tensor):
+        return isinstance(actual, torch.Tensor) and _same(actual, expected, exact=True)
+    return type(actual) is type(expected) and bool(actual == expected)
 
 
 def expect_tensor(
@@ -114,8 +152,8 @@ def expect_tensor(
 def _same(a: torch.Tensor, b: torch.Tensor, exact: bool | None) -> bool:
     a, b = a.detach().cpu(), b.detach().cpu()
     if exact or (exact is None and not a.is_floating_point()):
-        return torch.equal(a, b)
-    return torch.allclose(a, b, rtol=1e-5, atol=1e-6)
+        return a.shape == b.shape and a.dtype == b.dtype and tensors_equal(a, b)
+    return a.shape == b.shape and allclose(a, b, rtol=1e-5, atol=1e-6)
 
 
 def _short(value: Any, limit: int = 160) -> str:

@@ -151,34 +151,58 @@ def _numels(value: Any) -> list[int]:
 class _RecordedWork:
     """Stands for a collective's handle; notes whether it was waited on."""
 
-    def __init__(self, work: Any, waited: list[bool]) -> None:
-        self._work, self._waited, self._index = work, waited, len(waited)
-        waited.append(False)
+    def __init__(self, work: Any, waited: list[bool], index: int) -> None:
+        self._work, self._waited, self._index = work, waited, index
 
     def wait(self, *args: Any, **kwargs: Any) -> Any:
         self._waited[self._index] = True
         return self._work.wait(*args, **kwargs)
 
-    def get_future(self) -> Any:
-        self._waited[self._index] = True  # waiting on the future waits for the work
-        return self._work.get_future()
+    def get_future(self) -> _RecordedFuture:
+        return _RecordedFuture(self._work.get_future(), self._waited, self._index)
 
     def __getattr__(self, name: str) -> Any:
         return getattr(self._work, name)
 
 
+class _RecordedFuture:
+    """Stands for a handle's future: waiting on it, or on a future chained to it, waits for the work."""
+
+    def __init__(self, future: Any, waited: list[bool], index: int) -> None:
+        self._future, self._waited, self._index = future, waited, index
+
+    def wait(self) -> Any:
+        self._waited[self._index] = True
+        return self._future.wait()
+
+    def value(self) -> Any:
+        self._waited[self._index] = True
+        return self._future.value()
+
+    def then(self, callback: Any) -> _RecordedFuture:
+        return _RecordedFuture(self._future.then(callback), self._waited, self._index)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._future, name)
+
+
 @contextlib.contextmanager
 def recording_waits() -> Iterator[list[bool]]:
-    """While active, async all_reduces through ``dist.all_reduce`` return handles that note waits."""
-    real = dist.all_reduce
+    """While active, every all_reduce returns a handle that notes whether it was waited on.
+
+    Wrapped on the ``ProcessGroup`` class, as `CommLog` wraps sends, so that the handle is noted
+    however the all_reduce was called. (A blocking ``dist.all_reduce`` waits on it itself.)
+    """
+    real = dist.ProcessGroup.allreduce
     waited: list[bool] = []
 
-    def all_reduce(*args: Any, **kwargs: Any) -> Any:
-        work = real(*args, **kwargs)
-        return _RecordedWork(work, waited) if work is not None else None
+    def allreduce(group: Any, *args: Any, **kwargs: Any) -> Any:
+        work = real(group, *args, **kwargs)
+        waited.append(False)
+        return _RecordedWork(work, waited, len(waited) - 1)
 
-    dist.all_reduce = all_reduce
+    dist.ProcessGroup.allreduce = allreduce
     try:
         yield waited
     finally:
-        dist.all_reduce = real
+        dist.ProcessGroup.allreduce = real

@@ -2,15 +2,16 @@
 
 Every check trains or differentiates the same small MLP on every rank and compares with one
 process training on the whole batch, computed here, in the checking process. The ranks' data
-and initial parameters are seeded inside the ranks, so no rank can know another's without
-communicating. What each rank did is recorded as it happens (the rows its model saw, the
-collectives it issued and when, the handles it waited on), so a right result reached the wrong
-way fails too.
+and initial parameters are drawn from a seed each check picks afresh at random, so that no rank
+can know another's without communicating. What each rank did is recorded as it happens (the
+rows its model saw, the collectives it issued and when, the handles it waited on), so a right
+result reached the wrong way fails too.
 """
 
 from __future__ import annotations
 
 import contextlib
+import os
 from collections.abc import Callable, Iterator, Sequence
 from typing import Any
 
@@ -20,12 +21,11 @@ from torch import nn
 
 import launcher
 
-from .checks import Timeline, counted, fail, run_ranks
+from .checks import MATMUL_OPS, Timeline, allclose, counted, fail, run_ranks, tensors_equal
 from .comm import CommLog, recording_waits
 
 launcher.preload("autograder.data_parallel")
 
-SEED = 20250604  # the ranks' models are made from SEED + rank; their data from other seeds
 NUM_DIM = 16
 _type = type
 
@@ -66,8 +66,13 @@ def train_alone(model: nn.Module, data: torch.Tensor, targets: torch.Tensor, ste
     return [p.detach().clone() for p in model.parameters()]
 
 
+def _fresh_seed() -> int:
+    """A seed no notebook can know in advance: each check draws its own."""
+    return int.from_bytes(os.urandom(6), "little")
+
+
 def _close(a: torch.Tensor, b: torch.Tensor) -> bool:
-    return a.shape == b.shape and torch.allclose(a, b, rtol=1e-4, atol=1e-6)
+    return a.shape == b.shape and allclose(a, b, rtol=1e-4, atol=1e-6)
 
 
 def _params_like(what: str, params: Any, reference: list[torch.Tensor]) -> None:
@@ -102,18 +107,20 @@ def _compare(what: str, params: list, reference: list, mistakes: dict[str, list]
 # -- exercise: data parallelism by hand, and with torch's DistributedDataParallel ----------------
 
 
-def _train_on_rank(rank: int, world_size: int, train: Callable, batch: int, steps: int, lr: float) -> tuple:
+def _train_on_rank(
+    rank: int, world_size: int, train: Callable, batch: int, steps: int, lr: float, seed: int
+) -> tuple:
     rows: list[int] = []
     made: list[int] = []
     constructed = _count_ddp_models()
 
     def make_model() -> nn.Module:
         made.append(1)
-        model = make_mlp(seed=SEED + rank)  # each rank's own, as on separate GPUs
+        model = make_mlp(seed=seed + 1 + rank)  # each rank's own, as on separate GPUs
         model.register_forward_pre_hook(lambda module, inputs: rows.append(inputs[0].shape[0]))
         return model
 
-    data, targets = make_batch(batch, seed=SEED + 1000)
+    data, targets = make_batch(batch, seed=seed)
     with constructed as ddp_models:
         params = train(rank, world_size, make_model, data, targets, steps, lr)
     return params, rows, len(made), len(ddp_models)
@@ -150,11 +157,12 @@ def check_data_parallel(
     parameters, each rank having fed its model its own shard of the batch."""
     __tracebackhide__ = True
     name = getattr(train, "__name__", "train")
-    data, targets = make_batch(batch, seed=SEED + 1000)
-    reference = train_alone(make_mlp(seed=SEED), data, targets, steps, lr)
+    seed = _fresh_seed()
+    data, targets = make_batch(batch, seed=seed)
+    reference = train_alone(make_mlp(seed=seed + 1), data, targets, steps, lr)
     for world_size in world_sizes:
         what = f"{name} on {counted(world_size, 'rank')}, a batch of {batch}, {steps} steps"
-        per_rank = run_ranks(_train_on_rank, world_size, train, batch, steps, lr, what=name)
+        per_rank = run_ranks(_train_on_rank, world_size, train, batch, steps, lr, seed, what=name)
         shards = [len(s) for s in torch.arange(batch).tensor_split(world_size)]
         for rank, (params, rows, made, ddp_models) in enumerate(per_rank):
             if made != 1:
@@ -180,7 +188,7 @@ def check_data_parallel(
                     "rank 0's "
                     "parameters (each made its own, from its own seed) and apply the same averaged gradients."
                 )
-        summed = train_alone(make_mlp(seed=SEED), data, targets, steps, lr * world_size)
+        summed = train_alone(make_mlp(seed=seed + 1), data, targets, steps, lr * world_size)
         mistakes = {"sum the gradients over the ranks without dividing by the world size": summed}
         _compare(f"{what}: rank 0", per_rank[0][0], reference, mistakes if world_size > 1 else {})
 
@@ -189,10 +197,10 @@ def check_data_parallel(
 
 
 def _uneven_on_rank(
-    rank: int, world_size: int, shard_loss: Callable, batch: int, steps: int, lr: float
+    rank: int, world_size: int, shard_loss: Callable, batch: int, steps: int, lr: float, seed: int
 ) -> list:
-    model = make_mlp(seed=SEED)
-    data, targets = make_batch(batch, seed=SEED + 2000)
+    model = make_mlp(seed=seed)
+    data, targets = make_batch(batch, seed=seed + 1)
     x, y = data.tensor_split(world_size)[rank], targets.tensor_split(world_size)[rank]
     for _ in range(steps):
         model.zero_grad()
@@ -209,10 +217,10 @@ def _uneven_on_rank(
     return [p.detach().clone() for p in model.parameters()]
 
 
-def _emulate_shards(loss: Callable, world_size: int, batch: int, steps: int, lr: float) -> list:
+def _emulate_shards(loss: Callable, world_size: int, batch: int, steps: int, lr: float, seed: int) -> list:
     """What summing the ranks' gradients gives, computed in one process, for another loss."""
-    model = make_mlp(seed=SEED)
-    data, targets = make_batch(batch, seed=SEED + 2000)
+    model = make_mlp(seed=seed)
+    data, targets = make_batch(batch, seed=seed + 1)
     for _ in range(steps):
         grads = [torch.zeros_like(p) for p in model.parameters()]
         for x, y in zip(data.tensor_split(world_size), targets.tensor_split(world_size), strict=True):
@@ -233,21 +241,24 @@ def check_shard_loss(
     gradients are summed over the ranks: it must match one process on the whole batch, however
     unevenly the batch divides among the ranks."""
     __tracebackhide__ = True
-    data, targets = make_batch(batch, seed=SEED + 2000)
-    reference = train_alone(make_mlp(seed=SEED), data, targets, steps, lr)
+    seed = _fresh_seed()
+    data, targets = make_batch(batch, seed=seed + 1)
+    reference = train_alone(make_mlp(seed=seed), data, targets, steps, lr)
     for world_size in world_sizes:
         sizes = [len(s) for s in torch.arange(batch).tensor_split(world_size)]
         what = (
             f"training with shard_loss on {counted(world_size, 'rank')}, a batch of {batch} split as {sizes}"
         )
-        per_rank = run_ranks(_uneven_on_rank, world_size, shard_loss, batch, steps, lr, what="shard_loss")
+        per_rank = run_ranks(
+            _uneven_on_rank, world_size, shard_loss, batch, steps, lr, seed, what="shard_loss"
+        )
         _params_like(what, per_rank[0], reference)
         mistakes = {
             "take the mean over this rank's shard (every shard then weighs the same, whatever its size)": (
-                _emulate_shards(lambda o, t, n: mse(o, t), world_size, batch, steps, lr)
+                _emulate_shards(lambda o, t, n: mse(o, t), world_size, batch, steps, lr, seed)
             ),
             "divide by the number of rows but not by the number of outputs in each": (
-                _emulate_shards(lambda o, t, n: ((o - t) ** 2).sum() / n, world_size, batch, steps, lr)
+                _emulate_shards(lambda o, t, n: ((o - t) ** 2).sum() / n, world_size, batch, steps, lr, seed)
             ),
         }
         _compare(what, per_rank[0], reference, mistakes)
@@ -256,16 +267,21 @@ def check_shard_loss(
 # -- exercise: one all_reduce for all the gradients ------------------------------------------------
 
 
-def _rank_tensors(rank: int, shapes: Sequence[tuple[int, ...]], dtype: torch.dtype) -> list[torch.Tensor]:
-    generator = torch.Generator().manual_seed(SEED + 3000 + rank)
+def _rank_tensors(
+    rank: int, shapes: Sequence[tuple[int, ...]], dtype: torch.dtype, seed: int
+) -> list[torch.Tensor]:
+    generator = torch.Generator().manual_seed(seed + rank)
     return [torch.randn(shape, generator=generator).to(dtype) for shape in shapes]
 
 
-def _flat_on_rank(rank: int, world_size: int, fn: Callable, shapes: list, dtype: torch.dtype) -> tuple:
-    grads = _rank_tensors(rank, shapes, dtype)
+def _flat_on_rank(
+    rank: int, world_size: int, fn: Callable, shapes: list, dtype: torch.dtype, seed: int
+) -> tuple:
+    grads = _rank_tensors(rank, shapes, dtype, seed)
+    originals = list(grads)  # in place means these tensors, whatever fn does to the list
     with CommLog() as log:
         fn(grads)
-    return grads, log.summary()
+    return originals, log.summary()
 
 
 def check_flat_all_reduce(
@@ -277,11 +293,14 @@ def check_flat_all_reduce(
     """Check ``fn(grads)``: averages the tensors over the ranks, in place, with one all_reduce."""
     __tracebackhide__ = True
     total = sum(torch.Size(s).numel() for s in shapes)
+    seed = _fresh_seed()
     for world_size in world_sizes:
         name = getattr(fn, "__name__", "fn")
         what = f"{name} on {counted(world_size, 'rank')}, tensors of shapes {list(shapes)}, {dtype}"
-        per_rank = run_ranks(_flat_on_rank, world_size, fn, list(shapes), dtype, what="the flat all_reduce")
-        inputs = [_rank_tensors(r, shapes, dtype) for r in range(world_size)]
+        per_rank = run_ranks(
+            _flat_on_rank, world_size, fn, list(shapes), dtype, seed, what="the flat all_reduce"
+        )
+        inputs = [_rank_tensors(r, shapes, dtype, seed) for r in range(world_size)]
         average = [sum(t[i].double() for t in inputs) / world_size for i in range(len(shapes))]
         for rank, (grads, summary) in enumerate(per_rank):
             calls = [numels for name, numels in summary["calls"] if name == "all_reduce"]
@@ -297,13 +316,13 @@ def check_flat_all_reduce(
             for i, (g, a) in enumerate(zip(grads, average, strict=True)):
                 if _type(g) is not torch.Tensor or g.shape != a.shape or g.dtype != dtype:
                     fail(f"{what}: tensor {i} on rank {rank} is now {g!r:.80}; average it in place.")
-                if not torch.allclose(g.double(), a, rtol=1e-3, atol=1e-3):
+                if not allclose(g.double(), a, rtol=1e-3, atol=1e-3):
                     hint = ""
-                    if torch.equal(g, inputs[rank][i]):
+                    if tensors_equal(g, inputs[rank][i]):
                         hint = (
                             " It still holds this rank's own values: copy the averaged buffer back into it."
                         )
-                    elif torch.allclose(g.double(), a * world_size, rtol=1e-3, atol=1e-3):
+                    elif allclose(g.double(), a * world_size, rtol=1e-3, atol=1e-3):
                         hint = " It holds the sum over the ranks: divide by the world size."
                     fail(f"{what}: tensor {i} on rank {rank} is not the average over the ranks.{hint}")
 
@@ -311,10 +330,10 @@ def check_flat_all_reduce(
 # -- exercises: overlapping communication with backward --------------------------------------------
 
 
-def overlap_model(tie: bool = False, freeze: bool = False) -> nn.Sequential:
+def overlap_model(tie: bool = False, freeze: bool = False, seed: int = 0) -> nn.Sequential:
     """The model of the overlap checks: the MLP, with its first and last weights tied, or its
     first bias frozen, if asked."""
-    model = make_mlp(seed=SEED)
+    model = make_mlp(seed=seed)
     if tie:
         model[-1].weight = model[0].weight
     if freeze:
@@ -322,13 +341,19 @@ def overlap_model(tie: bool = False, freeze: bool = False) -> nn.Sequential:
     return model
 
 
-def _overlap_on_rank(rank: int, world_size: int, make_sync: Callable, model_kind: dict, steps: int) -> list:
-    model = overlap_model(**model_kind)
+def _overlap_batch(seed: int, step: int, rank: int) -> tuple[torch.Tensor, torch.Tensor]:
+    return make_batch(6, seed=seed + 1 + 100 * step + rank)
+
+
+def _overlap_on_rank(
+    rank: int, world_size: int, make_sync: Callable, model_kind: dict, steps: int, seed: int
+) -> list:
+    model = overlap_model(**model_kind, seed=seed)
     sync = make_sync(model)
     out = []
     for step in range(steps):
         model.zero_grad(set_to_none=True)
-        x, y = make_batch(6, seed=SEED + 4000 + 100 * step + rank)
+        x, y = _overlap_batch(seed, step, rank)
         timeline = Timeline()
         with recording_waits() as waited, timeline:
             mse(model(x), y).backward()
@@ -339,12 +364,12 @@ def _overlap_on_rank(rank: int, world_size: int, make_sync: Callable, model_kind
     return out
 
 
-def _average_grads(model_kind: dict, world_size: int, step: int) -> list:
+def _average_grads(model_kind: dict, world_size: int, step: int, seed: int) -> list:
     """Each parameter's gradient averaged over the ranks' data, computed in one process."""
     total: list = []
     for rank in range(world_size):
-        model = overlap_model(**model_kind)
-        x, y = make_batch(6, seed=SEED + 4000 + 100 * step + rank)
+        model = overlap_model(**model_kind, seed=seed)
+        x, y = _overlap_batch(seed, step, rank)
         mse(model(x), y).backward()
         grads = [p.grad for p in model.parameters()]
         total = (
@@ -362,17 +387,18 @@ def check_overlap(
 ) -> None:
     """Check a gradient synchroniser ``sync = make_sync(model)``, whose hooks start all_reduces
     during ``loss.backward()`` and whose ``sync.finish()`` waits for them: the gradients are
-    averaged over the ranks, every all_reduce was issued before backward returned, every handle
-    was waited on, and, given ``buckets`` (the parameters' indices, by bucket), there was one
-    all_reduce per bucket of the bucket's size; else one per parameter."""
+    averaged over the ranks, the all_reduces started while backward still had work to do, every
+    handle was waited on, and, given ``buckets`` (the parameters' indices, by bucket), there was
+    one all_reduce per bucket of the bucket's size; else one per parameter."""
     __tracebackhide__ = True
+    seed = _fresh_seed()
     for world_size in world_sizes:
         for kind in model_kinds:
             what = f"training step(s) on {counted(world_size, 'rank')}" + (
                 f" of a model with {kind}" if kind else ""
             )
             per_rank = run_ranks(
-                _overlap_on_rank, world_size, make_sync, dict(kind), steps, what="the synchroniser"
+                _overlap_on_rank, world_size, make_sync, dict(kind), steps, seed, what="the synchroniser"
             )
             params = list(overlap_model(**kind).parameters())
             expected = (
@@ -381,7 +407,7 @@ def check_overlap(
                 else [p.numel() for p in params if p.requires_grad]
             )
             for step in range(steps):
-                average = _average_grads(kind, world_size, step)
+                average = _average_grads(kind, world_size, step, seed)
                 for rank in range(world_size):
                     grads, events, waited = per_rank[rank][step]
                     where = f"{what}, step {step + 1}, rank {rank}"
@@ -412,11 +438,20 @@ def _check_overlap_step(
             "Start each as soon as its gradients are ready, from a hook, so that it overlaps with the "
             "rest of backward."
         )
+    # Issued before backward returned is not enough: issued all at once from the last hook, they
+    # overlap with nothing. With more than one, the first must start before backward's last
+    # matrix multiply (the first layer's weight gradient).
+    matmuls = [i for i, e in enumerate(events[:mark]) if e[0] == "op" and e[2] in MATMUL_OPS]
+    if len(expected) > 1 and reduces and matmuls and reduces[0][0] > matmuls[-1]:
+        fail(
+            f"{what}: the first all_reduce started only after backward's last matrix multiply, so none "
+            "of them overlapped with backward's work. Start each as soon as its own gradients are final."
+        )
     sizes = sorted(n for _, n in reduces)
     if sizes != sorted(expected):
         unit = "bucket (its gradients in one flat buffer)" if bucketed else "parameter"
         fail(f"{what}: the all_reduces moved {sizes} elements; expected one per {unit}: {sorted(expected)}.")
-    if waited and not all(waited):
+    if not all(waited):
         fail(
             f"{what}: finish() returned without waiting on {waited.count(False)} of the {len(waited)} "
             "all_reduce handles. Wait on every one before the optimizer uses the gradients: until then they "
@@ -425,48 +460,79 @@ def _check_overlap_step(
     for i, (g, a) in enumerate(zip(grads, average, strict=True)):
         if (g is None) != (a is None):
             fail(f"{what}: parameter {i}'s gradient is {g!r:.60}; expected {'none' if a is None else 'one'}.")
-        if g is not None and not torch.allclose(g, a, rtol=1e-4, atol=1e-6):
-            summed = torch.allclose(g, a * world_size, rtol=1e-4, atol=1e-6)
+        if g is not None and not allclose(g, a, rtol=1e-4, atol=1e-6):
+            summed = allclose(g, a * world_size, rtol=1e-4, atol=1e-6)
             hint = " It is the sum over the ranks: divide by the world size." if summed else ""
             fail(f"{what}: parameter {i}'s gradient is not the average over the ranks after finish().{hint}")
 
 
 # -- exercise: gradient accumulation ---------------------------------------------------------------
 
+MICRO_ROWS = 3
 
-def _accumulate_on_rank(rank: int, world_size: int, step: Callable, k: int, lr: float) -> tuple:
-    model = make_mlp(seed=SEED)
-    micro = [make_batch(3, seed=SEED + 5000 + 10 * rank + i) for i in range(k)]
+
+def _micro_batch(seed: int, rank: int, i: int) -> tuple[torch.Tensor, torch.Tensor]:
+    return make_batch(MICRO_ROWS, seed=seed + 1 + 100 * rank + i)
+
+
+def _accumulate_on_rank(rank: int, world_size: int, step: Callable, k: int, lr: float, seed: int) -> tuple:
+    model = make_mlp(seed=seed)
+    micro = [_micro_batch(seed, rank, i) for i in range(k)]
     # A Timeline, not a CommLog: torch 2.13's CommDebugMode breaks a module's forward hooks.
-    with Timeline() as timeline:
+    timeline = Timeline()
+    model.register_forward_pre_hook(
+        lambda module, inputs: timeline.events.append(("forward", inputs[0].shape[0]))
+    )
+    with timeline:
         step(model, micro, lr)
-    reduced = sum(sum(n for n in e[3] if n) for e in timeline.events if e[0] == "op" and e[2] == "allreduce_")
-    return [p.detach().clone() for p in model.parameters()], reduced
+    forwards = [e[1] for e in timeline.events if e[0] == "forward"]
+    last_forward = max((i for i, e in enumerate(timeline.events) if e[0] == "forward"), default=-1)
+    reduces = [
+        (i, sum(n for n in e[3] if n))
+        for i, e in enumerate(timeline.events)
+        if e[0] == "op" and e[2] == "allreduce_"
+    ]
+    early = sum(1 for i, _ in reduces if i < last_forward)
+    reduced = sum(n for _, n in reduces)
+    return [p.detach().clone() for p in model.parameters()], forwards, early, reduced
 
 
 def check_accumulation(
     step: Callable, world_sizes: Sequence[int] = (2,), k: int = 3, lr: float = 0.1
 ) -> None:
     """Check ``step(model, micro_batches, lr)``: one SGD step over this rank's ``k`` micro-batches
-    and every other rank's, as one process would take it on all of them, with the gradients
-    communicated once, after the last micro-batch."""
+    and every other rank's, as one process would take it on all of them, each micro-batch
+    forwarded on its own, and the gradients communicated once, after the last micro-batch."""
     __tracebackhide__ = True
     total = sum(p.numel() for p in make_mlp().parameters())
+    seed = _fresh_seed()
     for world_size in world_sizes:
         what = f"step on {counted(world_size, 'rank')} with {k} micro-batches each"
-        per_rank = run_ranks(_accumulate_on_rank, world_size, step, k, lr, what="the accumulating step")
-        batches = [make_batch(3, seed=SEED + 5000 + 10 * r + i) for r in range(world_size) for i in range(k)]
+        per_rank = run_ranks(_accumulate_on_rank, world_size, step, k, lr, seed, what="the accumulating step")
+        batches = [_micro_batch(seed, r, i) for r in range(world_size) for i in range(k)]
         data, targets = torch.cat([b[0] for b in batches]), torch.cat([b[1] for b in batches])
-        reference = train_alone(make_mlp(seed=SEED), data, targets, 1, lr)
-        for rank, (params, reduced) in enumerate(per_rank):
-            if reduced != total:
+        reference = train_alone(make_mlp(seed=seed), data, targets, 1, lr)
+        for rank, (params, forwards, early, reduced) in enumerate(per_rank):
+            if forwards != [MICRO_ROWS] * k:
+                fail(
+                    f"{what}: rank {rank}'s model ran forward on batches of {forwards} rows; expected {k} "
+                    f"forwards of {MICRO_ROWS} rows, one per micro-batch. (A batch too large for memory is "
+                    "the reason for micro-batches: they are not concatenated.)"
+                )
+            if early:
+                fail(
+                    f"{what}: rank {rank} issued {counted(early, 'all_reduce')} before the forward of "
+                    "its last micro-batch. Communicate the gradients once, after the last micro-batch: "
+                    "the others only accumulate."
+                )
+            # The gradients once; a logged loss or two may be all_reduced too.
+            if not total <= reduced < 2 * total:
                 fail(
                     f"{what}: rank {rank}'s all_reduces moved {reduced} elements in all; the model has "
-                    f"{total}. Communicate the gradients once, after the last micro-batch: the others only "
-                    "accumulate."
+                    f"{total} parameters. Communicate the gradients once, after the last micro-batch."
                 )
             _params_like(f"{what}: rank {rank}", params, reference)
-            not_scaled = train_alone(make_mlp(seed=SEED), data, targets, 1, lr * k)
+            not_scaled = train_alone(make_mlp(seed=seed), data, targets, 1, lr * k)
             _compare(
                 f"{what}: rank {rank}",
                 params,

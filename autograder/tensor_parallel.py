@@ -19,7 +19,7 @@ from torch import nn
 
 import launcher
 
-from .checks import counted, fail, run_ranks
+from .checks import allclose, counted, fail, run_ranks
 from .comm import CommLog
 
 launcher.preload("autograder.tensor_parallel")
@@ -46,7 +46,7 @@ def _rows(n: int, rank: int, world_size: int) -> slice:
 
 
 def _close(a: Any, b: torch.Tensor) -> bool:
-    return _type(a) is torch.Tensor and a.shape == b.shape and torch.allclose(a, b, rtol=1e-4, atol=1e-5)
+    return _type(a) is torch.Tensor and a.shape == b.shape and allclose(a, b, rtol=1e-4, atol=1e-5)
 
 
 def _expect(

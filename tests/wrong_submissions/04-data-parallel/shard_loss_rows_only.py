@@ -1,7 +1,7 @@
 """Divides by the number of rows, not by the number of elements the mean runs over.
 
 replaces: shard_loss
-fails: test_shard_loss test_shard_loss_more
+fails: test_shard_loss
 """
 
 

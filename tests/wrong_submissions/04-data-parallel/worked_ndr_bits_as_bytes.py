@@ -4,5 +4,5 @@ replaces: worked
 fails: test_worked_seconds test_worked_tokens
 """
 
-seconds_on_64 = 2 * 63 / 64 * 7e9 * 2 / 400e9
+seconds_on_64 = 2 * 63 / 64 * 7e9 * 2 / 8 / 400e9
 tokens_to_hide_it = seconds_on_64 * 0.5 * 989e12 / (4 * 7e9)

@@ -1,0 +1,7 @@
+"""Counts the 13B model's gradients at 4 bytes each, as if they were fp32.
+
+replaces: worked
+fails: test_worked_bytes
+"""
+
+bytes_per_gpu = 2 * 7 / 8 * 13e9 * 4
