@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import math
 import numbers
+import os
 from collections.abc import Callable, Sequence
 from typing import Any, NoReturn
 
@@ -162,6 +163,16 @@ def _short(value: Any, limit: int = 160) -> str:
     else:
         text = repr(value)
     return text if len(text) <= limit else text[:limit] + "..."
+
+
+def fresh_seed() -> int:
+    """A seed no notebook can know in advance: each check draws its own."""
+    return int.from_bytes(os.urandom(6), "little")
+
+
+def private_generator() -> torch.Generator:
+    """A generator, in a rank, whose numbers no other process can reproduce."""
+    return torch.Generator().manual_seed(fresh_seed())
 
 
 def counted(n: int, noun: str) -> str:

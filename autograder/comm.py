@@ -42,6 +42,30 @@ _COLLECTIVE_NAMES = {
     "scatter_": "scatter",
     "alltoall_": "all_to_all",
     "alltoall_base_": "all_to_all",
+    # torch's functional collectives (_c10d_functional), which DTensor uses too
+    "all_reduce": "all_reduce",
+    "all_reduce_": "all_reduce",
+    "all_reduce_coalesced": "all_reduce",
+    "all_gather_into_tensor": "all_gather",
+    "all_gather_into_tensor_coalesced": "all_gather",
+    "reduce_scatter_tensor": "reduce_scatter",
+    "reduce_scatter_tensor_coalesced": "reduce_scatter",
+    "all_to_all_single": "all_to_all",
+    "broadcast": "broadcast",
+}
+
+# Which argument of each op holds what this rank puts in (the others hold what it receives).
+_CONTRIBUTED_ARGUMENT = {
+    "allgather_": 1,
+    "_allgather_base_": 1,
+    "allgather_into_tensor_coalesced_": 1,
+    "reduce_scatter_": 1,
+    "_reduce_scatter_base_": 1,
+    "reduce_scatter_tensor_coalesced_": 1,
+    "gather_": 1,
+    "scatter_": 1,
+    "alltoall_": 1,
+    "alltoall_base_": 1,
 }
 
 
@@ -56,10 +80,12 @@ class Message:
 
 @dataclass
 class Collective:
-    """One collective call and the number of elements of each tensor it was given."""
+    """One collective call, the number of elements of each tensor it was given, and how many of
+    them this rank put in (for an all_gather its own piece; for a reduce_scatter its whole input)."""
 
     name: str
     numels: list[int]
+    contributed: int = 0
 
 
 @dataclass
@@ -121,6 +147,7 @@ class CommLog:
         return {
             "collectives": dict(self.collectives),
             "calls": [(c.name, c.numels) for c in self.calls],
+            "contributed": [(c.name, c.contributed) for c in self.calls],
             "sends": [(m.peer, m.numel) for m in self.sends],
             "recvs": [(m.peer, m.numel) for m in self.recvs],
         }
@@ -134,9 +161,11 @@ class _CollectiveSizes(TorchDispatchMode):
         self.calls = calls
 
     def __torch_dispatch__(self, func: Any, types: Any, args: tuple = (), kwargs: dict | None = None) -> Any:
-        name = _COLLECTIVE_NAMES.get(func.overloadpacket.__name__)
-        if name and func.namespace == "c10d":
-            self.calls.append(Collective(name, _numels(args)))
+        op = func.overloadpacket.__name__
+        name = _COLLECTIVE_NAMES.get(op)
+        if name and func.namespace in ("c10d", "_c10d_functional"):
+            given = args[_CONTRIBUTED_ARGUMENT.get(op, 0)] if args else None
+            self.calls.append(Collective(name, _numels(args), sum(_numels(given))))
         return func(*args, **(kwargs or {}))
 
 

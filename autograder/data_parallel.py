@@ -11,7 +11,6 @@ result reached the wrong way fails too.
 from __future__ import annotations
 
 import contextlib
-import os
 from collections.abc import Callable, Iterator, Sequence
 from typing import Any
 
@@ -21,7 +20,7 @@ from torch import nn
 
 import launcher
 
-from .checks import MATMUL_OPS, Timeline, allclose, counted, fail, run_ranks, tensors_equal
+from .checks import MATMUL_OPS, Timeline, allclose, counted, fail, fresh_seed, run_ranks, tensors_equal
 from .comm import CommLog, recording_waits
 
 launcher.preload("autograder.data_parallel")
@@ -64,11 +63,6 @@ def train_alone(model: nn.Module, data: torch.Tensor, targets: torch.Tensor, ste
                 if p.grad is not None:
                     p -= lr * p.grad
     return [p.detach().clone() for p in model.parameters()]
-
-
-def _fresh_seed() -> int:
-    """A seed no notebook can know in advance: each check draws its own."""
-    return int.from_bytes(os.urandom(6), "little")
 
 
 def _close(a: torch.Tensor, b: torch.Tensor) -> bool:
@@ -157,7 +151,7 @@ def check_data_parallel(
     parameters, each rank having fed its model its own shard of the batch."""
     __tracebackhide__ = True
     name = getattr(train, "__name__", "train")
-    seed = _fresh_seed()
+    seed = fresh_seed()
     data, targets = make_batch(batch, seed=seed)
     reference = train_alone(make_mlp(seed=seed + 1), data, targets, steps, lr)
     for world_size in world_sizes:
@@ -241,7 +235,7 @@ def check_shard_loss(
     gradients are summed over the ranks: it must match one process on the whole batch, however
     unevenly the batch divides among the ranks."""
     __tracebackhide__ = True
-    seed = _fresh_seed()
+    seed = fresh_seed()
     data, targets = make_batch(batch, seed=seed + 1)
     reference = train_alone(make_mlp(seed=seed), data, targets, steps, lr)
     for world_size in world_sizes:
@@ -293,7 +287,7 @@ def check_flat_all_reduce(
     """Check ``fn(grads)``: averages the tensors over the ranks, in place, with one all_reduce."""
     __tracebackhide__ = True
     total = sum(torch.Size(s).numel() for s in shapes)
-    seed = _fresh_seed()
+    seed = fresh_seed()
     for world_size in world_sizes:
         name = getattr(fn, "__name__", "fn")
         what = f"{name} on {counted(world_size, 'rank')}, tensors of shapes {list(shapes)}, {dtype}"
@@ -391,7 +385,7 @@ def check_overlap(
     handle was waited on, and, given ``buckets`` (the parameters' indices, by bucket), there was
     one all_reduce per bucket of the bucket's size; else one per parameter."""
     __tracebackhide__ = True
-    seed = _fresh_seed()
+    seed = fresh_seed()
     for world_size in world_sizes:
         for kind in model_kinds:
             what = f"training step(s) on {counted(world_size, 'rank')}" + (
@@ -505,7 +499,7 @@ def check_accumulation(
     forwarded on its own, and the gradients communicated once, after the last micro-batch."""
     __tracebackhide__ = True
     total = sum(p.numel() for p in make_mlp().parameters())
-    seed = _fresh_seed()
+    seed = fresh_seed()
     for world_size in world_sizes:
         what = f"step on {counted(world_size, 'rank')} with {k} micro-batches each"
         per_rank = run_ranks(_accumulate_on_rank, world_size, step, k, lr, seed, what="the accumulating step")

@@ -26,6 +26,7 @@ from autograder.release import assignments
 
 REPO = Path(__file__).resolve().parent.parent
 WRONG = REPO / "tests" / "wrong_submissions"
+OTHER = REPO / "tests" / "other_solutions"  # correct answers unlike ours, which every test must accept
 ASSIGNMENTS = assignments(REPO)
 
 # What a student's install does not have: the instructors' and developers' tools.
@@ -101,18 +102,27 @@ class WrongSubmission:
         return f"{self.assignment}/{self.path.stem}"
 
     def cell_code(self, solutions: dict[str, str]) -> str:
-        return f"{solutions[self.replaces]}\n\n\n# A deliberately wrong answer: {self.path.name}\n{self.code}"
+        return f"{solutions[self.replaces]}\n\n\n# In its place: {self.path.name}\n{self.code}"
 
 
 def wrong_submissions(assignment: str) -> list[WrongSubmission]:
+    return _submissions(WRONG, assignment)
+
+
+def other_solutions(assignment: str) -> list[WrongSubmission]:
+    """Correct answers written differently from the solution's (another collective, another
+    dtype): each must pass every test of its exercise. Their docstrings say ``fails: none``."""
+    return _submissions(OTHER, assignment)
+
+
+def _submissions(folder: Path, assignment: str) -> list[WrongSubmission]:
     found = []
-    for path in sorted((WRONG / assignment).glob("*.py")):
+    for path in sorted((folder / assignment).glob("*.py")):
         code = path.read_text()
         doc = ast.get_docstring(ast.parse(code)) or ""
         fields = dict(re.findall(r"^(replaces|fails):\s*(.+)$", doc, flags=re.MULTILINE))
         if "replaces" not in fields or "fails" not in fields:
             raise ValueError(f"{path}: its docstring must have a 'replaces:' line and a 'fails:' line")
-        found.append(
-            WrongSubmission(path, assignment, fields["replaces"].strip(), fields["fails"].split(), code)
-        )
+        fails = [] if fields["fails"].strip() == "none" else fields["fails"].split()
+        found.append(WrongSubmission(path, assignment, fields["replaces"].strip(), fails, code))
     return found

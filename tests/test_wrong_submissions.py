@@ -1,4 +1,5 @@
-"""Every deliberately wrong submission fails the tests of its exercise, and only those.
+"""Every deliberately wrong submission fails the tests of its exercise, and only those; every
+other correct solution passes them.
 
 This runs each exercise's test cells directly in this process, with the submission's code in
 place of the solution: the same checks nbgrader runs, in seconds. (test_grading.py sends
@@ -16,12 +17,14 @@ from course import (
     is_solution,
     is_test,
     notebook_path,
+    other_solutions,
     read,
     solution_code,
     wrong_submissions,
 )
 
 CASES = [w for a in ASSIGNMENTS for w in wrong_submissions(a)]
+OTHERS = [s for a in ASSIGNMENTS for s in other_solutions(a)]
 
 
 def run_tests(assignment: str, code: dict[str, str], tests: list[str]) -> dict[str, str]:
@@ -58,6 +61,15 @@ def test_a_wrong_submission_fails_exactly_its_tests(wrong: WrongSubmission) -> N
     assert failed == set(wrong.fails), f"{wrong.name}: expected {wrong.fails} to fail, got {outcome}"
     for test in wrong.fails:  # a test that fails must say something a student can act on
         assert len(outcome[test]) > 40, outcome[test]
+
+
+@pytest.mark.parametrize("other", OTHERS, ids=[s.name for s in OTHERS])
+def test_another_correct_solution_passes_every_test(other: WrongSubmission) -> None:
+    source = read(notebook_path("solutions", other.assignment))
+    solutions = solution_code(source)
+    tests = exercise_tests(source)[other.replaces]
+    outcome = run_tests(other.assignment, {**solutions, other.replaces: other.cell_code(solutions)}, tests)
+    assert not any(outcome.values()), f"{other.name} is correct, but: {outcome}"
 
 
 @pytest.mark.parametrize("assignment", ASSIGNMENTS)
