@@ -5,7 +5,8 @@
   (`expect_same_on_every_rank`, `expect_matches_reference`); run a function on ranks for a test
   (`run_ranks`); a `FakeClock` for checking timing code.
 - `comm`: `CommLog`, which records the collectives and messages a rank issues.
-- `collectives`: the checks of notebook 02's exercises.
+- one module of checks per notebook: `collectives` (02), `benchmarking` (03), `data_parallel`
+  (04), `tensor_parallel` (05), `pipeline_parallel` and `pipeline_costs` (06).
 
 The nbgrader configuration the course ships is in `autograder/nbgrader_config.py`.
 """

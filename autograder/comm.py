@@ -91,13 +91,30 @@ class Collective:
 @dataclass
 class CommLog:
     """Use as ``with CommLog() as log:`` inside a rank; then read ``collectives``, ``calls`` and
-    ``messages``. Peers are ranks in the process group the message used."""
+    ``messages``. Peers are ranks in the process group the message used.
+
+    ``CommLog(count_collectives=False)`` records only the messages. CommDebugMode, which counts
+    the collectives, tracks modules with global forward hooks that raise IndexError in torch 2.13
+    when a module runs several forwards before their backwards, as a pipeline stage does; checks
+    of such code, which need only its sends and receives, leave it out."""
 
     collectives: dict[str, int] = field(default_factory=dict)  # name -> count, by CommDebugMode
     calls: list[Collective] = field(default_factory=list)
     messages: list[Message] = field(default_factory=list)
+    count_collectives: bool = True
 
     def __enter__(self) -> CommLog:
+        self._counting = self._sizing = None
+        if self.count_collectives:
+            self._enter_collectives()
+        group = dist.ProcessGroup
+        self._originals = {name: getattr(group, name) for name in ("send", "recv", "recv_anysource")}
+        group.send = self._recording("send", self._originals["send"])
+        group.recv = self._recording("recv", self._originals["recv"])
+        group.recv_anysource = self._recording("recv", self._originals["recv_anysource"], any_source=True)
+        return self
+
+    def _enter_collectives(self) -> None:
         try:
             from torch.distributed.tensor.debug import CommDebugMode
         except ImportError:  # torch before 2.5 kept it private
@@ -107,16 +124,12 @@ class CommLog:
         self._sizing = _CollectiveSizes(self.calls)
         self._counting.__enter__()
         self._sizing.__enter__()
-        group = dist.ProcessGroup
-        self._originals = {name: getattr(group, name) for name in ("send", "recv", "recv_anysource")}
-        group.send = self._recording("send", self._originals["send"])
-        group.recv = self._recording("recv", self._originals["recv"])
-        group.recv_anysource = self._recording("recv", self._originals["recv_anysource"], any_source=True)
-        return self
 
     def __exit__(self, *exc: Any) -> None:
         for name, original in self._originals.items():
             setattr(dist.ProcessGroup, name, original)
+        if self._counting is None:
+            return
         self._sizing.__exit__(*exc)
         self._counting.__exit__(*exc)
         for op, count in self._counting.get_comm_counts().items():

@@ -253,6 +253,8 @@ class Supervisor:
             else:  # one rank is done early: soon look at whether the others can still finish
                 self.next_look_at = min(self.next_look_at, time.monotonic() + AFTER_RETURN_LOOK_S)
         elif kind == "error":
+            if self.stop_sent and (self.timed_out or self.deadlocked):
+                return  # a rank of a stopped hang that saw its peers vanish: a consequence, not a cause
             self.failures[rank] = RankFailure(
                 rank=rank,
                 exception=_unpickle_exception(body),

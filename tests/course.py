@@ -87,6 +87,19 @@ def exercise_tests(source: nbformat.NotebookNode) -> dict[str, list[str]]:
     return tests
 
 
+# Test cells that also run the answer to an earlier exercise, by design: notebook 06 runs the
+# student's 1F1B order through the student's run_schedule. A wrong answer to that earlier
+# exercise fails them too.
+ALSO_NEEDS: dict[str, dict[str, set[str]]] = {
+    "06-pipeline-parallel": {"test_1f1b_run": {"schedule"}},
+}
+
+
+def later_tests_needing(assignment: str, solution: str) -> list[str]:
+    """The test cells of later exercises that also run ``solution``'s answer."""
+    return [test for test, needs in ALSO_NEEDS.get(assignment, {}).items() if solution in needs]
+
+
 @dataclass
 class WrongSubmission:
     """One deliberately wrong answer to one exercise."""

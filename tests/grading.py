@@ -29,6 +29,7 @@ from course import (
     NOT_FOR_STUDENTS,
     WrongSubmission,
     exercise_tests,
+    later_tests_needing,
     notebook_path,
     read,
     solution_code,
@@ -52,6 +53,7 @@ GRADING_SECONDS = {
     "03-benchmarking": 25.0,
     "04-data-parallel": 25.0,
     "05-tensor-parallel": 20.0,
+    "06-pipeline-parallel": 20.0,
 }
 CELL_TIMEOUT_S = 20  # nbgrader's per-cell limit in these runs (the course ships 120)
 
@@ -90,7 +92,7 @@ def class_of(assignment: str) -> list[Student]:
     for n in range(3):
         chosen = [by_cell[cell][(n - i) % 3 - 1] for i, cell in enumerate(exercises) if (n - i) % 3]
         code = {**solutions, **{w.replaces: w.cell_code(solutions) for w in chosen}}
-        zero = {test for w in chosen for test in w.fails}
+        zero = {test for w in chosen for test in w.fails + later_tests_needing(assignment, w.replaces)}
         students.append(Student(assignment, f"wrong-{n}", code, zero))
     return students
 

@@ -20,6 +20,7 @@ from .memory import (
     plot_roofline,
     plot_transfer_times,
 )
+from .pipeline_parallel import draw_pipeline, pipeline_explorer
 from .tensor_parallel import draw_tensor_parallel_shards
 
 __all__ = [
@@ -29,9 +30,11 @@ __all__ = [
     "cost_model_explorer",
     "describe_machine",
     "draw_collective",
+    "draw_pipeline",
     "draw_ring_step",
     "draw_tensor_parallel_shards",
     "draw_tree_broadcast",
+    "pipeline_explorer",
     "plot_alpha_beta_fit",
     "plot_bandwidth_sweep",
     "plot_busbw_sweep",

@@ -1,0 +1,469 @@
+"""Checks for notebook 06 (pipeline parallelism).
+
+A stage of the pipeline is a `Stage`: a few layers behind a marker that autograd itself runs, so
+that the stage keeps a trace of what really ran on it: each micro-batch's forward, and the moment
+its backward has gone through every layer of the stage. From the trace the checks read the order
+a stage ran (not the order it was asked to run) and how many micro-batches' activations it held at
+once. Each rank draws its own stage's weights, rank 0 the inputs and the last rank the targets, at
+random inside the rank, where no other process can reproduce them; the whole model is assembled
+here, in the checking process, from what the ranks return, and is the reference.
+
+What the ranks send each other is recorded with `CommLog`: how many messages, of how many values.
+The checks of the bubble's simulation and of activation checkpointing are in `pipeline_costs`.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+import launcher
+
+from .checks import allclose, counted, fail, private_generator, run_ranks
+from .comm import CommLog
+
+launcher.preload("autograder.pipeline_parallel")
+
+DIM = 8  # every activation between layers and stages has DIM features
+LAYERS_PER_STAGE = 2
+_type = type
+
+
+def make_layer(generator: torch.Generator | None = None) -> nn.Sequential:
+    """One layer of the course's model: ``tanh(x @ W.T + b)`` on ``DIM`` features."""
+    layer = nn.Sequential(nn.Linear(DIM, DIM), nn.Tanh())
+    if generator is not None:
+        with torch.no_grad():
+            layer[0].weight.copy_(torch.randn(DIM, DIM, generator=generator) / math.sqrt(DIM))
+            layer[0].bias.copy_(torch.randn(DIM, generator=generator) / 4)
+    return layer
+
+
+class _Mark(torch.autograd.Function):
+    """The identity, which notes in ``trace`` when a micro-batch enters the stage and when its
+    backward has left it (the marker sits before the stage's first layer)."""
+
+    @staticmethod
+    def forward(ctx: Any, x: torch.Tensor, anchor: torch.Tensor, trace: list, index: int) -> torch.Tensor:
+        trace.append(("F", index))
+        ctx.trace, ctx.index = trace, index
+        return x.clone()
+
+    @staticmethod
+    def backward(ctx: Any, grad: torch.Tensor) -> tuple:
+        ctx.trace.append(("B", ctx.index))
+        return grad, None, None, None
+
+
+class Stage(nn.Module):
+    """The layers of one pipeline stage. ``stage(x)`` runs them; ``stage.trace`` lists, in the
+    order they happened, ``("F", i)`` when the stage's i-th forward began and ``("B", i)`` when the
+    backward of that forward's graph had gone through every layer of the stage."""
+
+    def __init__(self, layers: Sequence[nn.Module]) -> None:
+        super().__init__()
+        self.layers = nn.Sequential(*layers)
+        self.trace: list[tuple[str, int]] = []
+        # Not a parameter: it makes autograd run the marker's backward even where x needs no grad.
+        self._anchor = torch.zeros((), requires_grad=True)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        index = sum(1 for kind, _ in self.trace if kind == "F")
+        return self.layers(_Mark.apply(x, self._anchor, self.trace, index))
+
+
+def peak_alive(trace: Sequence[tuple[str, int]]) -> int:
+    """The most micro-batches whose forward had run and whose backward had not finished, at once."""
+    alive = peak = 0
+    for kind, _ in trace:
+        alive += 1 if kind == "F" else -1
+        peak = max(peak, alive)
+    return peak
+
+
+def _stage_on_rank(generator: torch.Generator) -> Stage:
+    return Stage([make_layer(generator) for _ in range(LAYERS_PER_STAGE)])
+
+
+def _whole_model(states: Sequence[dict]) -> nn.Sequential:
+    """The unsharded model: every stage's layers, in order, from their state dicts."""
+    layers = []
+    for state in states:
+        stage = nn.Sequential(*[make_layer() for _ in range(LAYERS_PER_STAGE)])
+        stage.load_state_dict(state)
+        layers.extend(stage)
+    return nn.Sequential(*layers)
+
+
+def _close(a: Any, b: torch.Tensor) -> bool:
+    return (
+        _type(a) is torch.Tensor
+        and a.shape == b.shape
+        and a.is_floating_point()
+        and allclose(a.detach().float(), b.float(), rtol=1e-4, atol=1e-6)
+    )
+
+
+def _expect(
+    what: str, actual: Any, expected: torch.Tensor, hints: dict[str, torch.Tensor] | None = None
+) -> None:
+    __tracebackhide__ = True
+    if _type(actual) is not torch.Tensor:
+        fail(f"{what}: expected a tensor of shape {tuple(expected.shape)}, got {actual!r:.80}.")
+    if actual.shape != expected.shape:
+        fail(f"{what}: expected shape {tuple(expected.shape)}, got {tuple(actual.shape)}.")
+    if _close(actual, expected):
+        return
+    difference = (actual.detach().float() - expected.float()).abs().max()
+    message = f"{what}: differs from the single-process model's (largest difference {difference:.3g})."
+    for mistake, value in (hints or {}).items():
+        if _close(actual, value):
+            message += f" That is what you get if you {mistake}."
+            break
+    fail(message)
+
+
+def _microbatches(n: int) -> str:
+    return "1 micro-batch" if n == 1 else f"{n} micro-batches"
+
+
+def _show(order: Sequence) -> str:
+    return " ".join(f"{kind}{i}" for kind, i in order) if order else "nothing"
+
+
+# -- exercise: split the layers ------------------------------------------------------------------
+
+
+def check_split_layers(split_layers: Callable, cases: Sequence[tuple[int, int]]) -> None:
+    """``split_layers(num_layers, num_stages)`` is a list of ``num_stages`` ranges, consecutive,
+    covering every layer once, whose lengths differ by at most one; fewer layers than stages is a
+    ValueError."""
+    __tracebackhide__ = True
+    for num_layers, num_stages in cases:
+        what = f"split_layers({num_layers}, {num_stages})"
+        if num_layers < num_stages:
+            try:
+                got = split_layers(num_layers, num_stages)
+            except ValueError:
+                continue
+            fail(
+                f"{what} returned {got!r:.100}: with fewer layers than stages, raise a ValueError "
+                "that says so."
+            )
+        got = split_layers(num_layers, num_stages)
+        if _type(got) is not list or len(got) != num_stages or any(_type(r) is not range for r in got):
+            fail(f"{what}: expected a list of {num_stages} ranges, got {got!r:.120}.")
+        if any(r.step != 1 for r in got):
+            fail(f"{what}: {got}: a stage holds consecutive layers (ranges with step 1).")
+        start = 0
+        for stage, layers in enumerate(got):
+            if layers.start != start:
+                missing = "skips" if layers.start > start else "repeats"
+                fail(
+                    f"{what}: stage {stage} starts at layer {layers.start}, so the split {missing} "
+                    f"layers: {got}."
+                )
+            start = layers.stop
+        if start != num_layers:
+            fail(f"{what}: the stages hold layers 0 to {start - 1} of the model's {num_layers}: {got}.")
+        sizes = [len(r) for r in got]
+        if max(sizes) - min(sizes) > 1:
+            fail(
+                f"{what}: the stages hold {sizes} layers; the slowest stage sets the pace of the whole "
+                "pipeline, so no stage may hold more than one layer more than another."
+            )
+
+
+# -- exercise: the lecture's forward pipeline ----------------------------------------------------
+
+
+def microbatch_rows(batch: int, microbatch: int) -> list[int]:
+    """The rows of each micro-batch when ``batch`` rows are cut into pieces of ``microbatch``."""
+    return [min(microbatch, batch - start) for start in range(0, batch, microbatch)]
+
+
+def _forward_on_rank(rank: int, world_size: int, fn: Callable, batch: int, microbatch: int) -> tuple:
+    mine = private_generator()
+    stage = _stage_on_rank(mine)
+    inputs = torch.randn(batch, DIM, generator=mine) if rank == 0 else None
+    with torch.no_grad(), CommLog(count_collectives=False) as log:
+        out = fn(stage, None if inputs is None else inputs.clone(), batch, microbatch)
+    return out, log.summary(), stage.layers.state_dict(), inputs, stage.trace
+
+
+def check_pipeline_forward(
+    fn: Callable, world_sizes: Sequence[int] = (2,), batch: int = 10, microbatch: int = 4
+) -> None:
+    """Check ``fn(stage, inputs, batch_size, microbatch_size)``: the lecture's forward pipeline.
+    Rank 0 has the batch; every stage runs each micro-batch (the last one smaller when the batch
+    does not divide) and passes it on; the last rank returns the whole batch's output, the others
+    None."""
+    __tracebackhide__ = True
+    rows = microbatch_rows(batch, microbatch)
+    for world_size in world_sizes:
+        ranks = counted(world_size, "rank")
+        what = f"the forward pipeline on {ranks}, batch {batch} in micro-batches of {microbatch}"
+        per_rank = run_ranks(_forward_on_rank, world_size, fn, batch, microbatch, what="the forward pipeline")
+        model = _whole_model([state for _, _, state, _, _ in per_rank])
+        with torch.no_grad():
+            expected = model(per_rank[0][3])
+        for rank, (out, summary, _, _, trace) in enumerate(per_rank):
+            where = f"{what}: rank {rank}"
+            forwards = [i for kind, i in trace if kind == "F"]
+            if len(forwards) != len(rows):
+                fail(
+                    f"{where} ran its stage {counted(len(forwards), 'time')}; the batch makes "
+                    f"{_microbatches(len(rows))} ({rows} rows), each run through every stage once."
+                )
+            want_sends = [(rank + 1, n * DIM) for n in rows] if rank < world_size - 1 else []
+            want_recvs = [(rank - 1, n * DIM) for n in rows] if rank > 0 else []
+            for direction, got, want in (
+                ("sent", summary["sends"], want_sends),
+                ("received", summary["recvs"], want_recvs),
+            ):
+                if got != want:
+                    fail(
+                        f"{where} {direction} {_messages(got)}; expected {_messages(want)}: one message per "
+                        f"micro-batch of {rows} rows x {DIM} features."
+                    )
+            if rank < world_size - 1:
+                if out is not None:
+                    fail(f"{where} returned {out!r:.60}: only the last stage has the output; return None.")
+                continue
+            _expect(f"{where}'s output (the whole batch, micro-batches in order)", out, expected)
+
+
+def _messages(messages: Sequence[tuple[int | None, int]]) -> str:
+    if not messages:
+        return "no messages"
+    return ", ".join(f"{n} values (rank {peer})" for peer, n in messages)
+
+
+# -- exercise: a step of the pipeline, forward and backward, in any order ------------------------
+
+
+def gpipe_order(num_stages: int, stage: int, num_microbatches: int) -> list[tuple[str, int]]:
+    """GPipe: every micro-batch's forward, then every backward."""
+    return [("F", i) for i in range(num_microbatches)] + [("B", i) for i in range(num_microbatches)]
+
+
+def _parse(order: str) -> list[tuple[str, int]]:
+    return [(step[0], int(step[1:])) for step in order.split()]
+
+
+# Orders written out by hand, one line per stage, for tests that must not depend on a student's
+# 1F1B: 1F1B itself for (stages, micro-batches), and one that mixes GPipe on stage 0 with 1F1B.
+WRITTEN_ORDERS = {
+    "1F1B, 2 stages, 3 micro-batches": ["F0 F1 B0 F2 B1 B2", "F0 B0 F1 B1 F2 B2"],
+    "1F1B, 3 stages, 4 micro-batches": [
+        "F0 F1 F2 B0 F3 B1 B2 B3",
+        "F0 F1 B0 F2 B1 F3 B2 B3",
+        "F0 B0 F1 B1 F2 B2 F3 B3",
+    ],
+    "1F1B, 4 stages, 2 micro-batches": ["F0 F1 B0 B1", "F0 F1 B0 B1", "F0 F1 B0 B1", "F0 B0 F1 B1"],
+    "1F1B, 4 stages, 6 micro-batches": [
+        "F0 F1 F2 F3 B0 F4 B1 F5 B2 B3 B4 B5",
+        "F0 F1 F2 B0 F3 B1 F4 B2 F5 B3 B4 B5",
+        "F0 F1 B0 F2 B1 F3 B2 F4 B3 F5 B4 B5",
+        "F0 B0 F1 B1 F2 B2 F3 B3 F4 B4 F5 B5",
+    ],
+    "GPipe on stage 0, 1F1B on stage 1, 3 micro-batches": ["F0 F1 F2 B0 B1 B2", "F0 B0 F1 B1 F2 B2"],
+}
+
+
+def written_order(name: str) -> list[list[tuple[str, int]]]:
+    return [_parse(line) for line in WRITTEN_ORDERS[name]]
+
+
+def _schedule_on_rank(
+    rank: int, world_size: int, run: Callable, orders: Any, num_microbatches: int, rows: int
+) -> dict:
+    mine = private_generator()
+    stage = _stage_on_rank(mine)
+    batch = num_microbatches * rows
+    inputs = torch.randn(batch, DIM, generator=mine) if rank == 0 else None
+    targets = torch.randn(batch, DIM, generator=mine) if rank == world_size - 1 else None
+    order = orders(world_size, rank, num_microbatches) if callable(orders) else orders[rank]
+    asked = list(order) if isinstance(order, (list, tuple)) else order
+    with CommLog(count_collectives=False) as log:
+        loss = run(
+            stage,
+            list(order),
+            None if inputs is None else inputs.clone(),
+            None if targets is None else targets.clone(),
+            batch,
+            num_microbatches,
+        )
+    return {
+        "loss": loss.detach().clone() if isinstance(loss, torch.Tensor) else loss,
+        "grads": [None if p.grad is None else p.grad.clone() for p in stage.layers.parameters()],
+        "state": stage.layers.state_dict(),
+        "inputs": inputs,
+        "targets": targets,
+        "trace": stage.trace,
+        "order": asked,
+        "summary": log.summary(),
+    }
+
+
+def _reference_step(per_rank: list[dict]) -> tuple[torch.Tensor, list[list[torch.Tensor]]]:
+    """The loss and each stage's gradients of the whole model on the whole batch, in one process."""
+    model = _whole_model([got["state"] for got in per_rank])
+    loss = F.mse_loss(model(per_rank[0]["inputs"]), per_rank[-1]["targets"])
+    loss.backward()
+    grads = [p.grad for p in model.parameters()]
+    per_stage = len(grads) // len(per_rank)
+    return loss.detach(), [grads[s * per_stage : (s + 1) * per_stage] for s in range(len(per_rank))]
+
+
+_NAMES = [f"layer {i}'s {kind}" for i in range(LAYERS_PER_STAGE) for kind in ("weight", "bias")]
+
+
+def _check_step(
+    what: str, per_rank: list[dict], num_microbatches: int, rows: int, alive: Callable | None
+) -> None:
+    """Loss, gradients, the order each stage really ran, and the messages of one pipeline step."""
+    __tracebackhide__ = True
+    world_size, m = len(per_rank), num_microbatches
+    loss, grads = _reference_step(per_rank)
+    for rank, got in enumerate(per_rank):
+        where = f"{what}: stage {rank}"
+        if got["trace"] != got["order"]:
+            fail(
+                f"{where} ran {_show(got['trace'])}, as its stage's trace shows; it was asked to run "
+                f"{_show(got['order'])}. (A backward is noted when it has gone through every layer of "
+                "the stage.)"
+            )
+        if alive is not None and peak_alive(got["trace"]) > alive(world_size, rank, m):
+            fail(
+                f"{where} held the activations of {peak_alive(got['trace'])} micro-batches at once; 1F1B "
+                f"holds at most {alive(world_size, rank, m)} on this stage."
+            )
+        if rank == world_size - 1:
+            hints = {"add up the micro-batches' losses without dividing by their number": loss * m}
+            _expect(f"{where}: the returned loss (of the whole batch)", got["loss"], loss, hints)
+        elif got["loss"] is not None:
+            fail(f"{where} returned {got['loss']!r:.60}: only the last stage has the loss; return None.")
+        for name, actual, expected in zip(_NAMES, got["grads"], grads[rank], strict=True):
+            if actual is None:
+                fail(
+                    f"{where}: {name} has no gradient. Its stage's backward never reached it: what does "
+                    "autograd need to know about the activation a stage receives?"
+                )
+            hints = {"leave out the 1/m: each micro-batch's loss is a mean over its own rows": expected * m}
+            _expect(f"{where}: {name}'s gradient", actual, expected, hints)
+        values = rows * DIM
+        want = [(rank + 1, values)] * m if rank < world_size - 1 else []
+        want += [(rank - 1, values)] * m if rank > 0 else []
+        if sorted(got["summary"]["sends"]) != sorted(want):
+            fail(
+                f"{where} sent {_messages(got['summary']['sends'])}; expected each micro-batch's activation "
+                f"to the next stage and its gradient to the previous one: {_messages(want)}."
+            )
+
+
+def check_run_schedule(
+    run: Callable, world_sizes: Sequence[int], num_microbatches: Sequence[int], rows: int = 3
+) -> None:
+    """Check ``run(stage, order, inputs, targets, batch_size, num_microbatches)`` with GPipe's order
+    for every world size and number of micro-batches given."""
+    __tracebackhide__ = True
+    for world_size in world_sizes:
+        for m in num_microbatches:
+            orders = [gpipe_order(world_size, s, m) for s in range(world_size)]
+            what = f"GPipe on {counted(world_size, 'stage')}, {_microbatches(m)} of {rows} rows"
+            per_rank = run_ranks(_schedule_on_rank, world_size, run, orders, m, rows, what="run_schedule")
+            _check_step(what, per_rank, m, rows, alive=None)
+
+
+def check_run_written_orders(run: Callable, names: Sequence[str], rows: int = 2) -> None:
+    """Check ``run`` with orders written out by hand (`WRITTEN_ORDERS`), forwards and backwards
+    interleaved."""
+    __tracebackhide__ = True
+    for name in names:
+        orders = written_order(name)
+        m = len(orders[0]) // 2
+        per_rank = run_ranks(_schedule_on_rank, len(orders), run, orders, m, rows, what="run_schedule")
+        _check_step(f"the order {name}", per_rank, m, rows, alive=None)
+
+
+# -- exercise: 1F1B ------------------------------------------------------------------------------
+
+
+def _most_alive(num_stages: int, stage: int, num_microbatches: int) -> int:
+    return min(num_stages - stage, num_microbatches)
+
+
+def check_one_f_one_b(one_f_one_b: Callable, cases: Sequence[tuple[int, int]]) -> None:
+    """Check the pure function ``one_f_one_b(num_stages, stage, num_microbatches)``, for every
+    stage of each (stages, micro-batches) case, against what defines 1F1B: every micro-batch's
+    forward and backward once, both in micro-batch order; a warm-up of as many forwards as there
+    are micro-batches in flight from this stage to the last; then one backward, one forward,
+    while forwards remain; then the backwards left."""
+    __tracebackhide__ = True
+    for p, m in cases:
+        for s in range(p):
+            what = f"one_f_one_b({p}, {s}, {m})"
+            got = one_f_one_b(p, s, m)
+            if _type(got) is not list or any(
+                _type(step) is not tuple
+                or len(step) != 2
+                or step[0] not in ("F", "B")
+                or _type(step[1]) is not int
+                for step in got
+            ):
+                fail(f"{what}: expected a list of ('F', i) and ('B', i) tuples, got {got!r:.120}.")
+            forwards = [i for kind, i in got if kind == "F"]
+            backwards = [i for kind, i in got if kind == "B"]
+            if forwards != list(range(m)) or backwards != list(range(m)):
+                fail(
+                    f"{what} is {_show(got)}: expected every micro-batch's forward and backward once, "
+                    f"each in order 0 to {m - 1}."
+                )
+            warm_up = next((k for k, (kind, _) in enumerate(got) if kind == "B"), len(got))
+            want = _most_alive(p, s, m)
+            if warm_up != want:
+                if warm_up == m and m > want:
+                    problem = "that is GPipe's order, which holds every micro-batch's activations"
+                elif warm_up > want:
+                    problem = f"stage {s} would hold {warm_up} micro-batches' activations, more than it needs"
+                else:
+                    problem = "the stages after it would wait for micro-batches it has not sent"
+                fail(
+                    f"{what} is {_show(got)}: {warm_up} forwards before the first backward; {problem}. How "
+                    f"many micro-batches can be in flight between stage {s} and the last stage?"
+                )
+            rest = [kind for kind, _ in got[warm_up:]]
+            remaining_forwards = m - warm_up
+            steady = rest[: 2 * remaining_forwards]
+            if steady != ["B", "F"] * remaining_forwards:
+                fail(
+                    f"{what} is {_show(got)}: after the warm-up, 1F1B alternates one backward and one "
+                    "forward while forwards remain, so that a new activation arrives only as an old one is "
+                    "freed."
+                )
+
+
+def check_one_f_one_b_run(
+    one_f_one_b: Callable,
+    run: Callable,
+    world_sizes: Sequence[int],
+    num_microbatches: Sequence[int],
+    rows: int = 2,
+) -> None:
+    """Run ``run`` with each stage's ``one_f_one_b`` order: the loss and gradients of the whole
+    batch, each stage running the order it was given, and holding at most min(p - s, m)
+    micro-batches' activations, as its trace measured."""
+    __tracebackhide__ = True
+    for world_size in world_sizes:
+        for m in num_microbatches:
+            what = f"1F1B on {counted(world_size, 'stage')}, {_microbatches(m)}"
+            per_rank = run_ranks(
+                _schedule_on_rank, world_size, run, one_f_one_b, m, rows, what="run_schedule"
+            )
+            _check_step(what, per_rank, m, rows, alive=_most_alive)

@@ -1,0 +1,13 @@
+"""Runs the layers without checkpointing and predicts that: every output kept, nothing recomputed.
+
+replaces: checkpoint
+fails: test_checkpoint
+"""
+
+
+def checkpointed(layers, x, segments):
+    return layers(x)
+
+
+def checkpoint_costs(num_layers, segments):
+    return (num_layers, 0)

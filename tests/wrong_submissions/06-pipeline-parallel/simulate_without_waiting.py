@@ -1,0 +1,16 @@
+"""Runs each stage's steps back to back from time 0, as if nothing had to arrive from another stage.
+
+replaces: bubble
+fails: test_simulate
+"""
+
+
+def simulate(orders, forward=1, backward=2):
+    times = {}
+    for stage, order in enumerate(orders):
+        clock = 0
+        for kind, i in order:
+            duration = forward if kind == "F" else backward
+            times[(stage, kind, i)] = (clock, clock + duration)
+            clock += duration
+    return times
