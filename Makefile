@@ -12,7 +12,7 @@ BIN := $(VENV)/bin
 # JupyterLab refuses to run as root unless told to; in a container, root is the usual user.
 LAB_ARGS ?= $(if $(filter 0,$(shell id -u)),--allow-root)
 
-.PHONY: course test lint release
+.PHONY: course test lint release distribution grade
 course: $(VENV)/.installed-lab
 	$(BIN)/jupyter lab --notebook-dir=notebooks $(LAB_ARGS)
 
@@ -26,6 +26,17 @@ lint: $(VENV)/.installed-dev
 # Instructors: regenerate the student release notebooks/ from solutions/ (see the README).
 release: $(VENV)/.installed-dev
 	$(BIN)/python -m autograder.release
+
+# Instructors: what a graded class's students receive (no solutions, no hidden tests).
+#   make distribution DEST=../course-for-students
+distribution: $(VENV)/.installed-dev
+	$(BIN)/python -m autograder.distribution $(DEST)
+
+# Instructors: grade every student's submission of an assignment, JOBS at a time.
+#   make grade ASSIGNMENT=02-collectives JOBS=2
+JOBS ?= 1
+grade: $(VENV)/.installed-dev
+	$(BIN)/python -m autograder.grade_class $(ASSIGNMENT) --jobs $(JOBS)
 
 $(VENV)/.installed-%: pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)

@@ -8,8 +8,8 @@ with a message a student can act on. Where a wrong answer is typical, the test p
 from __future__ import annotations
 
 import math
-import numbers
 import os
+import sys
 from collections.abc import Callable, Sequence
 from typing import Any, NoReturn
 
@@ -47,11 +47,10 @@ def expect_close(
 ) -> None:
     """Check a number. ``mistakes`` maps a typical mistake's description to the value it gives."""
     __tracebackhide__ = True
-    if isinstance(actual, torch.Tensor) and actual.numel() == 1:
-        actual = actual.item()
-    if not isinstance(actual, numbers.Real) or isinstance(actual, bool):
+    number = plain_number(actual)
+    if number is None:
         fail(f"{what}: expected a number close to {expected:.6g}, got {actual!r} ({type(actual).__name__}).")
-    actual = float(actual)  # numpy's scalars too
+    actual = float(number)
     if math.isclose(actual, expected, rel_tol=rel, abs_tol=1e-12):
         return
     message = f"{what}: expected {expected:.6g}, got {actual:.6g}."
@@ -63,6 +62,20 @@ def expect_close(
         if expected and actual and _is_power_of_eight_ratio(actual / expected):
             message += " It is off by a factor of 8: are bits and bytes mixed up?"
     fail(message)
+
+
+def plain_number(value: Any) -> int | float | None:
+    """``value`` as a built-in int or float, if it is one, a numpy scalar or a one-element tensor
+    (of exactly those types: a subclass could say anything from ``__float__``); else None."""
+    kind = type(value)
+    if kind is int or kind is float:
+        return value
+    if kind is torch.Tensor and value.numel() == 1 and value.dtype is not torch.bool:
+        return value.item()
+    numpy = sys.modules.get("numpy")
+    if numpy is not None and kind.__module__ == "numpy" and isinstance(value, numpy.number):
+        return value.item()  # numpy's own scalar types only (a subclass's module is its own)
+    return None
 
 
 def _is_power_of_eight_ratio(ratio: float) -> bool:
@@ -103,11 +116,11 @@ def same_value(actual: Any, expected: Any) -> bool:
     if isinstance(expected, bool) or expected is None:
         return actual is expected
     if isinstance(expected, int):
-        return (
-            isinstance(actual, numbers.Integral) and not isinstance(actual, bool) and int(actual) == expected
-        )
+        number = plain_number(actual)
+        return type(number) is int and number == expected
     if isinstance(expected, float):
-        return isinstance(actual, numbers.Real) and not isinstance(actual, bool) and float(actual) == expected
+        number = plain_number(actual)
+        return number is not None and float(number) == expected
     if isinstance(expected, str):
         return isinstance(actual, str) and str.__eq__(actual, expected) is True
     if isinstance(expected, torch.Tensor):

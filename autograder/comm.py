@@ -11,6 +11,7 @@ however it was called (``dist.send``, a name imported from ``torch.distributed``
 from __future__ import annotations
 
 import contextlib
+import itertools
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any
@@ -69,13 +70,26 @@ _CONTRIBUTED_ARGUMENT = {
 }
 
 
+# One count for every event a check records in a rank (messages here, a pipeline stage's steps
+# in pipeline_parallel), so that their order can be compared.
+_events = itertools.count()
+
+
+def event_number() -> int:
+    """The next number of the rank's events: later events have larger numbers."""
+    return next(_events)
+
+
 @dataclass
 class Message:
-    """One send or receive: its direction, the other rank (None: any), and its size."""
+    """One send or receive: its direction, the other rank (None: any), its size, when it was
+    posted, and (where asked for) a copy of what was sent."""
 
     op: str  # "send" or "recv"
     peer: int | None
     numel: int
+    seq: int = field(default_factory=event_number)
+    sent: torch.Tensor | None = None
 
 
 @dataclass
@@ -102,9 +116,12 @@ class CommLog:
     calls: list[Collective] = field(default_factory=list)
     messages: list[Message] = field(default_factory=list)
     count_collectives: bool = True
+    keep_sent: bool = False  # keep a copy of each sent tensor, as it was when the send was posted
 
     def __enter__(self) -> CommLog:
-        self._counting = self._sizing = None
+        self._counting = None
+        self._sizing = _CollectiveSizes(self.calls)  # every collective, with its sizes
+        self._sizing.__enter__()
         if self.count_collectives:
             self._enter_collectives()
         group = dist.ProcessGroup
@@ -121,28 +138,28 @@ class CommLog:
             from torch.distributed._tensor.debug import CommDebugMode
 
         self._counting = CommDebugMode()
-        self._sizing = _CollectiveSizes(self.calls)
         self._counting.__enter__()
-        self._sizing.__enter__()
 
     def __exit__(self, *exc: Any) -> None:
         for name, original in self._originals.items():
             setattr(dist.ProcessGroup, name, original)
         if self._counting is None:
+            self._sizing.__exit__(*exc)
             return
-        self._sizing.__exit__(*exc)
         self._counting.__exit__(*exc)
+        self._sizing.__exit__(*exc)
         for op, count in self._counting.get_comm_counts().items():
             name = _COLLECTIVE_NAMES.get(getattr(op, "__name__", str(op)).split(".")[-1], str(op))
             self.collectives[name] = self.collectives.get(name, 0) + count
 
     def _recording(self, direction: str, original: Any, any_source: bool = False) -> Any:
-        messages = self.messages
+        messages, keep = self.messages, self.keep_sent and direction == "send"
 
         def record(group: Any, tensors: list[torch.Tensor], *args: Any, **kwargs: Any) -> Any:
             __tracebackhide__ = True
             peer = None if any_source else args[0]
-            messages.append(Message(direction, peer, sum(t.numel() for t in tensors)))
+            sent = tensors[0].detach().clone() if keep and len(tensors) == 1 else None
+            messages.append(Message(direction, peer, sum(t.numel() for t in tensors), sent=sent))
             return original(group, tensors, *args, **kwargs)
 
         return record
@@ -163,6 +180,8 @@ class CommLog:
             "contributed": [(c.name, c.contributed) for c in self.calls],
             "sends": [(m.peer, m.numel) for m in self.sends],
             "recvs": [(m.peer, m.numel) for m in self.recvs],
+            "messages": [(m.op, m.peer, m.numel, m.seq) for m in self.messages],
+            "sent": [m.sent for m in self.sends],
         }
 
 

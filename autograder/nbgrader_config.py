@@ -20,3 +20,22 @@ c.ClearSolutions.code_stub = {"python": "# YOUR CODE HERE\nraise NotImplementedE
 # one stuck submission cannot stop a class's grading. (launch reports its own hangs much sooner.)
 c.Execute.timeout = 120
 c.Execute.interrupt_on_timeout = True
+
+# A test cell fails by raising, not by writing to stderr: a correct answer that warns keeps its
+# points. Feedback shows which tests failed and their messages, never the hidden tests' code.
+# (Both in autograder/preprocessors.py.)
+c.Autograde.autograde_preprocessors = [
+    "nbgrader.preprocessors.Execute",
+    "nbgrader.preprocessors.IgnorePattern",
+    "nbconvert.preprocessors.ClearMetadataPreprocessor",
+    "nbgrader.preprocessors.LimitOutput",
+    "autograder.preprocessors.ScoreErrorsNotStderr",
+    "nbgrader.preprocessors.SaveAutoGrades",
+    "nbgrader.preprocessors.AssignLatePenalties",
+    "nbgrader.preprocessors.CheckCellMetadata",
+]
+c.GenerateFeedback.preprocessors = [
+    "nbgrader.preprocessors.GetGrades",
+    "autograder.preprocessors.HideHiddenTests",
+    "nbconvert.preprocessors.CSSHTMLHeaderPreprocessor",
+]

@@ -12,6 +12,7 @@ from typing import Any
 
 import torch
 from torch import nn
+from torch.utils._python_dispatch import TorchDispatchMode
 
 from .checks import counted, fail, private_generator
 from .pipeline_parallel import DIM, _expect, make_layer, written_order
@@ -120,6 +121,30 @@ def _checkpoint_on_layers(checkpointed: Callable, num_layers: int, segments: int
     }
 
 
+class _Forbidden(Exception):
+    pass
+
+
+class _NoTensors(TorchDispatchMode):
+    """Fails on any tensor operation: a prediction is arithmetic, not a measurement."""
+
+    def __torch_dispatch__(self, func: Any, types: Any, args: tuple = (), kwargs: dict | None = None) -> Any:
+        raise _Forbidden(str(func))
+
+
+def _predicted(checkpoint_costs: Callable, num_layers: int, segments: int) -> Any:
+    __tracebackhide__ = True
+    try:
+        with _NoTensors():
+            return checkpoint_costs(num_layers, segments)
+    except _Forbidden:
+        pass
+    fail(
+        f"checkpoint_costs({num_layers}, {segments}) computed with tensors: predict the costs from the "
+        "numbers of layers and segments, without running or measuring anything."
+    )
+
+
 def check_checkpointing(
     checkpointed: Callable, checkpoint_costs: Callable, cases: Sequence[tuple[int, int]]
 ) -> None:
@@ -131,6 +156,7 @@ def check_checkpointing(
     __tracebackhide__ = True
     for num_layers, segments in cases:
         what = f"checkpointed({num_layers} layers, {counted(segments, 'segment')})"
+        predicted = _predicted(checkpoint_costs, num_layers, segments)  # before anything is measured
         got = _checkpoint_on_layers(checkpointed, num_layers, segments)
         _expect(f"{what}: the output", got["y"][0], got["y"][1].detach())
         _expect(f"{what}: x's gradient", got["x.grad"][0], got["x.grad"][1])
@@ -150,8 +176,19 @@ def check_checkpointing(
                 "checkpointed."
             )
         measured = (got["kept"], got["recomputed"])
-        predicted = checkpoint_costs(num_layers, segments)
-        if _type(predicted) is not tuple or predicted != measured:
+        size = num_layers // segments
+        if measured not in ((segments - 1 + size, num_layers - size), (segments, num_layers)):
+            fail(
+                f"{what} kept {got['kept']} layer outputs after the forward pass and ran {got['recomputed']} "
+                f"layers again in the backward: not what checkpointing {counted(segments, 'segment')} of "
+                f"{size} layers costs. Does it use `segments`, and checkpoint every segment (but perhaps the "
+                "last)?"
+            )
+        if (
+            _type(predicted) is not tuple
+            or [_type(n) for n in predicted] != [int, int]
+            or predicted != measured
+        ):
             fail(
                 f"checkpoint_costs({num_layers}, {segments}) is {predicted!r:.80}; your checkpointed() kept "
                 f"{got['kept']} layer outputs after the forward pass and ran {got['recomputed']} layers "

@@ -25,7 +25,7 @@ from torch import nn
 import launcher
 
 from .checks import allclose, counted, fail, private_generator, run_ranks
-from .comm import CommLog
+from .comm import CommLog, event_number
 
 launcher.preload("autograder.pipeline_parallel")
 
@@ -45,36 +45,42 @@ def make_layer(generator: torch.Generator | None = None) -> nn.Sequential:
 
 
 class _Mark(torch.autograd.Function):
-    """The identity, which notes in ``trace`` when a micro-batch enters the stage and when its
-    backward has left it (the marker sits before the stage's first layer)."""
+    """The identity, which notes in ``journal`` when a micro-batch enters the stage and when its
+    backward has left it (the marker sits before the stage's first layer), with the rank's event
+    number, which orders the steps among the messages `CommLog` records."""
 
     @staticmethod
-    def forward(ctx: Any, x: torch.Tensor, anchor: torch.Tensor, trace: list, index: int) -> torch.Tensor:
-        trace.append(("F", index))
-        ctx.trace, ctx.index = trace, index
+    def forward(ctx: Any, x: torch.Tensor, anchor: torch.Tensor, journal: list, index: int) -> torch.Tensor:
+        journal.append(("F", index, event_number()))
+        ctx.journal, ctx.index = journal, index
         return x.clone()
 
     @staticmethod
     def backward(ctx: Any, grad: torch.Tensor) -> tuple:
-        ctx.trace.append(("B", ctx.index))
+        ctx.journal.append(("B", ctx.index, event_number()))
         return grad, None, None, None
 
 
 class Stage(nn.Module):
     """The layers of one pipeline stage. ``stage(x)`` runs them; ``stage.trace`` lists, in the
     order they happened, ``("F", i)`` when the stage's i-th forward began and ``("B", i)`` when the
-    backward of that forward's graph had gone through every layer of the stage."""
+    backward of that forward's graph had gone through every layer of the stage. (The checks keep
+    their own record, ``journal``, which ``stage.trace`` only copies.)"""
 
-    def __init__(self, layers: Sequence[nn.Module]) -> None:
+    def __init__(self, layers: Sequence[nn.Module], journal: list | None = None) -> None:
         super().__init__()
         self.layers = nn.Sequential(*layers)
-        self.trace: list[tuple[str, int]] = []
+        self._journal = [] if journal is None else journal
         # Not a parameter: it makes autograd run the marker's backward even where x needs no grad.
         self._anchor = torch.zeros((), requires_grad=True)
 
+    @property
+    def trace(self) -> list[tuple[str, int]]:
+        return [(kind, i) for kind, i, _ in self._journal]
+
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        index = sum(1 for kind, _ in self.trace if kind == "F")
-        return self.layers(_Mark.apply(x, self._anchor, self.trace, index))
+        index = sum(1 for kind, _, _ in self._journal if kind == "F")
+        return self.layers(_Mark.apply(x, self._anchor, self._journal, index))
 
 
 def peak_alive(trace: Sequence[tuple[str, int]]) -> int:
@@ -86,18 +92,79 @@ def peak_alive(trace: Sequence[tuple[str, int]]) -> int:
     return peak
 
 
-def _stage_on_rank(generator: torch.Generator) -> Stage:
-    return Stage([make_layer(generator) for _ in range(LAYERS_PER_STAGE)])
+def _stage_on_rank(generator: torch.Generator) -> tuple[Stage, list, list]:
+    """This rank's stage, the checks' own record of its steps, and the rows of every input its
+    first layer was given (in or out of ``stage(x)``)."""
+    journal: list = []
+    rows: list = []
+    stage = Stage([make_layer(generator) for _ in range(LAYERS_PER_STAGE)], journal)
+    stage.layers[0].register_forward_pre_hook(lambda module, args: rows.append(args[0].shape[0]))
+    return stage, journal, rows
 
 
-def _whole_model(states: Sequence[dict]) -> nn.Sequential:
-    """The unsharded model: every stage's layers, in order, from their state dicts."""
-    layers = []
+def _rows_run(where: str, rows_run: list, rows: list) -> None:
+    __tracebackhide__ = True
+    if rows_run != rows:
+        fail(
+            f"{where} ran its layers on inputs of {rows_run} rows; the micro-batches have {rows} rows: "
+            "run each micro-batch through the stage once, as it comes."
+        )
+
+
+def _stages(states: Sequence[dict]) -> list[nn.Sequential]:
+    """The stages of the unsharded model, rebuilt here from the ranks' state dicts."""
+    stages = []
     for state in states:
         stage = nn.Sequential(*[make_layer() for _ in range(LAYERS_PER_STAGE)])
         stage.load_state_dict(state)
-        layers.extend(stage)
-    return nn.Sequential(*layers)
+        stages.append(stage)
+    return stages
+
+
+def _steps_and_messages(where: str, journal: list, messages: list, rank: int, world_size: int) -> None:
+    """Each step against the messages around it, in the order the rank posted them: micro-batch
+    i's activation is received before its forward and sent on after it; its gradient is received
+    before its backward and sent back after it."""
+    __tracebackhide__ = True
+    step = {(kind, i): seq for kind, i, seq in journal}
+
+    def posted(op: str, peer: int) -> list[int]:
+        return [seq for o, p, _, seq in messages if o == op and p in (peer, None)]
+
+    rules = []  # (step, micro-batch, a message's number, whether the step comes after it, why)
+    if rank > 0:
+        rules += [
+            ("F", i, n, True, "after receiving its activation")
+            for i, n in enumerate(posted("recv", rank - 1))
+        ]
+        rules += [
+            ("B", i, n, False, "before sending its gradient back")
+            for i, n in enumerate(posted("send", rank - 1))
+        ]
+    if rank < world_size - 1:
+        rules += [
+            ("F", i, n, False, "before sending its activation on")
+            for i, n in enumerate(posted("send", rank + 1))
+        ]
+        rules += [
+            ("B", i, n, True, "after receiving its gradient") for i, n in enumerate(posted("recv", rank + 1))
+        ]
+    for kind, i, seq, after, when in rules:
+        mine = step.get((kind, i))
+        if mine is not None and (mine < seq if after else mine > seq):
+            fail(
+                f"{where}: the stage's record of its steps and its messages disagree: "
+                f"{'forward' if kind == 'F' else 'backward'} {i} must run {when}, and did not."
+            )
+
+
+def _no_collectives(where: str, summary: dict) -> None:
+    __tracebackhide__ = True
+    if summary["calls"]:
+        fail(
+            f"{where} issued {summary['calls'][0][0]}: pipeline stages pass activations and gradients to "
+            "their neighbours with sends and receives, and nothing else."
+        )
 
 
 def _close(a: Any, b: torch.Tensor) -> bool:
@@ -189,11 +256,11 @@ def microbatch_rows(batch: int, microbatch: int) -> list[int]:
 
 def _forward_on_rank(rank: int, world_size: int, fn: Callable, batch: int, microbatch: int) -> tuple:
     mine = private_generator()
-    stage = _stage_on_rank(mine)
+    stage, journal, rows = _stage_on_rank(mine)
     inputs = torch.randn(batch, DIM, generator=mine) if rank == 0 else None
-    with torch.no_grad(), CommLog(count_collectives=False) as log:
+    with torch.no_grad(), CommLog(count_collectives=False, keep_sent=True) as log:
         out = fn(stage, None if inputs is None else inputs.clone(), batch, microbatch)
-    return out, log.summary(), stage.layers.state_dict(), inputs, stage.trace
+    return out, log.summary(), stage.layers.state_dict(), inputs, list(journal), rows
 
 
 def check_pipeline_forward(
@@ -209,33 +276,44 @@ def check_pipeline_forward(
         ranks = counted(world_size, "rank")
         what = f"the forward pipeline on {ranks}, batch {batch} in micro-batches of {microbatch}"
         per_rank = run_ranks(_forward_on_rank, world_size, fn, batch, microbatch, what="the forward pipeline")
-        model = _whole_model([state for _, _, state, _, _ in per_rank])
+        stages = _stages([got[2] for got in per_rank])
+        activations = [per_rank[0][3]]  # what enters each stage, and what leaves the last
         with torch.no_grad():
-            expected = model(per_rank[0][3])
-        for rank, (out, summary, _, _, trace) in enumerate(per_rank):
+            for stage in stages:
+                activations.append(stage(activations[-1]))
+        starts = [sum(rows[:k]) for k in range(len(rows))]
+        for rank, (out, summary, _, _, journal, rows_run) in enumerate(per_rank):
             where = f"{what}: rank {rank}"
-            forwards = [i for kind, i in trace if kind == "F"]
+            _no_collectives(where, summary)
+            forwards = [i for kind, i, _ in journal if kind == "F"]
             if len(forwards) != len(rows):
                 fail(
                     f"{where} ran its stage {counted(len(forwards), 'time')}; the batch makes "
                     f"{_microbatches(len(rows))} ({rows} rows), each run through every stage once."
                 )
+            _rows_run(where, rows_run, rows)
             want_sends = [(rank + 1, n * DIM) for n in rows] if rank < world_size - 1 else []
             want_recvs = [(rank - 1, n * DIM) for n in rows] if rank > 0 else []
+            # Only rank - 1 sends to a rank here: a receive from any source is as good.
+            recvs = [(rank - 1 if peer is None else peer, n) for peer, n in summary["recvs"]]
             for direction, got, want in (
                 ("sent", summary["sends"], want_sends),
-                ("received", summary["recvs"], want_recvs),
+                ("received", recvs, want_recvs),
             ):
                 if got != want:
                     fail(
                         f"{where} {direction} {_messages(got)}; expected {_messages(want)}: one message per "
                         f"micro-batch of {rows} rows x {DIM} features."
                     )
+            _steps_and_messages(where, journal, summary["messages"], rank, world_size)
+            for k, sent in enumerate(summary["sent"]):
+                piece = activations[rank + 1][starts[k] : starts[k] + rows[k]]
+                _expect(f"{where}: what it sent for micro-batch {k} (its stage's output)", sent, piece)
             if rank < world_size - 1:
                 if out is not None:
                     fail(f"{where} returned {out!r:.60}: only the last stage has the output; return None.")
                 continue
-            _expect(f"{where}'s output (the whole batch, micro-batches in order)", out, expected)
+            _expect(f"{where}'s output (the whole batch, micro-batches in order)", out, activations[-1])
 
 
 def _messages(messages: Sequence[tuple[int | None, int]]) -> str:
@@ -256,23 +334,23 @@ def _parse(order: str) -> list[tuple[str, int]]:
     return [(step[0], int(step[1:])) for step in order.split()]
 
 
-# Orders written out by hand, one line per stage, for tests that must not depend on a student's
-# 1F1B: 1F1B itself for (stages, micro-batches), and one that mixes GPipe on stage 0 with 1F1B.
+# Orders written out by hand, one line per stage, for tests of run_schedule that must not
+# depend on a student's 1F1B: valid orders that interleave forwards and backwards in other ways.
 WRITTEN_ORDERS = {
-    "1F1B, 2 stages, 3 micro-batches": ["F0 F1 B0 F2 B1 B2", "F0 B0 F1 B1 F2 B2"],
-    "1F1B, 3 stages, 4 micro-batches": [
-        "F0 F1 F2 B0 F3 B1 B2 B3",
-        "F0 F1 B0 F2 B1 F3 B2 B3",
-        "F0 B0 F1 B1 F2 B2 F3 B3",
+    "interleaved, 2 stages, 3 micro-batches": ["F0 F1 F2 B0 B1 B2", "F0 F1 B0 B1 F2 B2"],
+    "interleaved, 3 stages, 4 micro-batches": [
+        "F0 F1 B0 F2 F3 B1 B2 B3",
+        "F0 F1 B0 F2 F3 B1 B2 B3",
+        "F0 F1 B0 B1 F2 F3 B2 B3",
     ],
-    "1F1B, 4 stages, 2 micro-batches": ["F0 F1 B0 B1", "F0 F1 B0 B1", "F0 F1 B0 B1", "F0 B0 F1 B1"],
-    "1F1B, 4 stages, 6 micro-batches": [
-        "F0 F1 F2 F3 B0 F4 B1 F5 B2 B3 B4 B5",
+    "one micro-batch at a time, 4 stages, 2 micro-batches": ["F0 B0 F1 B1"] * 4,
+    "interleaved, 4 stages, 6 micro-batches": [
         "F0 F1 F2 B0 F3 B1 F4 B2 F5 B3 B4 B5",
         "F0 F1 B0 F2 B1 F3 B2 F4 B3 F5 B4 B5",
-        "F0 B0 F1 B1 F2 B2 F3 B3 F4 B4 F5 B5",
+        "F0 F1 B0 F2 B1 F3 B2 F4 B3 F5 B4 B5",
+        "F0 F1 B0 F2 B1 F3 B2 F4 B3 F5 B4 B5",
     ],
-    "GPipe on stage 0, 1F1B on stage 1, 3 micro-batches": ["F0 F1 F2 B0 B1 B2", "F0 B0 F1 B1 F2 B2"],
+    "GPipe on stage 0, one at a time on stage 1, 3 micro-batches": ["F0 F1 F2 B0 B1 B2", "F0 B0 F1 B1 F2 B2"],
 }
 
 
@@ -284,13 +362,13 @@ def _schedule_on_rank(
     rank: int, world_size: int, run: Callable, orders: Any, num_microbatches: int, rows: int
 ) -> dict:
     mine = private_generator()
-    stage = _stage_on_rank(mine)
+    stage, journal, rows_run = _stage_on_rank(mine)
     batch = num_microbatches * rows
     inputs = torch.randn(batch, DIM, generator=mine) if rank == 0 else None
     targets = torch.randn(batch, DIM, generator=mine) if rank == world_size - 1 else None
     order = orders(world_size, rank, num_microbatches) if callable(orders) else orders[rank]
     asked = list(order) if isinstance(order, (list, tuple)) else order
-    with CommLog(count_collectives=False) as log:
+    with CommLog(count_collectives=False, keep_sent=True) as log:
         loss = run(
             stage,
             list(order),
@@ -305,20 +383,32 @@ def _schedule_on_rank(
         "state": stage.layers.state_dict(),
         "inputs": inputs,
         "targets": targets,
-        "trace": stage.trace,
+        "journal": list(journal),
+        "rows": rows_run,
         "order": asked,
         "summary": log.summary(),
     }
 
 
-def _reference_step(per_rank: list[dict]) -> tuple[torch.Tensor, list[list[torch.Tensor]]]:
-    """The loss and each stage's gradients of the whole model on the whole batch, in one process."""
-    model = _whole_model([got["state"] for got in per_rank])
-    loss = F.mse_loss(model(per_rank[0]["inputs"]), per_rank[-1]["targets"])
+def _reference_step(per_rank: list[dict]) -> dict:
+    """The whole model on the whole batch, in one process: the loss, each stage's gradients, and
+    what each stage must send: its output forwards, the gradient of its input backwards."""
+    stages = _stages([got["state"] for got in per_rank])
+    x, entering, leaving = per_rank[0]["inputs"], [], []
+    for stage in stages:
+        entering.append(x)
+        if x.requires_grad:
+            x.retain_grad()
+        x = stage(x)
+        leaving.append(x)
+    loss = F.mse_loss(x, per_rank[-1]["targets"])
     loss.backward()
-    grads = [p.grad for p in model.parameters()]
-    per_stage = len(grads) // len(per_rank)
-    return loss.detach(), [grads[s * per_stage : (s + 1) * per_stage] for s in range(len(per_rank))]
+    return {
+        "loss": loss.detach(),
+        "grads": [[p.grad for p in stage.parameters()] for stage in stages],
+        "activations": [y.detach() for y in leaving],
+        "input_grads": [None if x.grad is None else x.grad.detach() for x in entering],
+    }
 
 
 _NAMES = [f"layer {i}'s {kind}" for i in range(LAYERS_PER_STAGE) for kind in ("weight", "bias")]
@@ -330,18 +420,22 @@ def _check_step(
     """Loss, gradients, the order each stage really ran, and the messages of one pipeline step."""
     __tracebackhide__ = True
     world_size, m = len(per_rank), num_microbatches
-    loss, grads = _reference_step(per_rank)
+    reference = _reference_step(per_rank)
+    loss, grads = reference["loss"], reference["grads"]
     for rank, got in enumerate(per_rank):
         where = f"{what}: stage {rank}"
-        if got["trace"] != got["order"]:
+        _no_collectives(where, got["summary"])
+        trace = [(kind, i) for kind, i, _ in got["journal"]]
+        _rows_run(where, got["rows"], [rows] * m)
+        if trace != got["order"]:
             fail(
-                f"{where} ran {_show(got['trace'])}, as its stage's trace shows; it was asked to run "
+                f"{where} ran {_show(trace)}, as its stage's trace shows; it was asked to run "
                 f"{_show(got['order'])}. (A backward is noted when it has gone through every layer of "
                 "the stage.)"
             )
-        if alive is not None and peak_alive(got["trace"]) > alive(world_size, rank, m):
+        if alive is not None and peak_alive(trace) > alive(world_size, rank, m):
             fail(
-                f"{where} held the activations of {peak_alive(got['trace'])} micro-batches at once; 1F1B "
+                f"{where} held the activations of {peak_alive(trace)} micro-batches at once; 1F1B "
                 f"holds at most {alive(world_size, rank, m)} on this stage."
             )
         if rank == world_size - 1:
@@ -360,11 +454,30 @@ def _check_step(
         values = rows * DIM
         want = [(rank + 1, values)] * m if rank < world_size - 1 else []
         want += [(rank - 1, values)] * m if rank > 0 else []
-        if sorted(got["summary"]["sends"]) != sorted(want):
+        summary = got["summary"]
+        if sorted(summary["sends"]) != sorted(want):
             fail(
-                f"{where} sent {_messages(got['summary']['sends'])}; expected each micro-batch's activation "
+                f"{where} sent {_messages(summary['sends'])}; expected each micro-batch's activation "
                 f"to the next stage and its gradient to the previous one: {_messages(want)}."
             )
+        if sorted(summary["recvs"], key=str) != sorted(want, key=str):
+            fail(
+                f"{where} received {_messages(summary['recvs'])}; expected each micro-batch's activation "
+                "from the previous stage and its gradient from the next one, naming the sender: "
+                f"{_messages(want)}."
+            )
+        _steps_and_messages(where, got["journal"], summary["messages"], rank, world_size)
+        sent = list(zip(summary["sends"], summary["sent"], strict=True))
+        for peer, kind, expected in (
+            (rank + 1, "activation", reference["activations"][rank]),
+            (rank - 1, "gradient", reference["input_grads"][rank]),
+        ):
+            for i, tensor in enumerate(t for (p, _), t in sent if p == peer):
+                _expect(
+                    f"{where}: the {kind} it sent for micro-batch {i}",
+                    tensor,
+                    expected[i * rows : (i + 1) * rows],
+                )
 
 
 def check_run_schedule(
@@ -395,10 +508,6 @@ def check_run_written_orders(run: Callable, names: Sequence[str], rows: int = 2)
 # -- exercise: 1F1B ------------------------------------------------------------------------------
 
 
-def _most_alive(num_stages: int, stage: int, num_microbatches: int) -> int:
-    return min(num_stages - stage, num_microbatches)
-
-
 def check_one_f_one_b(one_f_one_b: Callable, cases: Sequence[tuple[int, int]]) -> None:
     """Check the pure function ``one_f_one_b(num_stages, stage, num_microbatches)``, for every
     stage of each (stages, micro-batches) case, against what defines 1F1B: every micro-batch's
@@ -426,7 +535,7 @@ def check_one_f_one_b(one_f_one_b: Callable, cases: Sequence[tuple[int, int]]) -
                     f"each in order 0 to {m - 1}."
                 )
             warm_up = next((k for k, (kind, _) in enumerate(got) if kind == "B"), len(got))
-            want = _most_alive(p, s, m)
+            want = min(p - s, m)
             if warm_up != want:
                 if warm_up == m and m > want:
                     problem = "that is GPipe's order, which holds every micro-batch's activations"
@@ -466,4 +575,4 @@ def check_one_f_one_b_run(
             per_rank = run_ranks(
                 _schedule_on_rank, world_size, run, one_f_one_b, m, rows, what="run_schedule"
             )
-            _check_step(what, per_rank, m, rows, alive=_most_alive)
+            _check_step(what, per_rank, m, rows, alive=lambda p, s, m: min(p - s, m))

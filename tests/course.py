@@ -87,6 +87,24 @@ def exercise_tests(source: nbformat.NotebookNode) -> dict[str, list[str]]:
     return tests
 
 
+def secret_lines(assignment: str) -> list[str]:
+    """The hidden tests' code lines of an assignment that neither its release nor its solutions
+    show (long enough to mean something: an import the visible tests share is no secret)."""
+    source = read(notebook_path("solutions", assignment))
+    # What a student sees anyway: the release, and (in a solved notebook's feedback) solutions.
+    released = "\n".join(cell.source for cell in read(notebook_path("notebooks", assignment)).cells)
+    released += "\n".join(cell.source for cell in source.cells if is_solution(cell))
+    lines = []
+    for cell in source.cells:
+        inside = False
+        for line in cell.source.splitlines() if is_test(cell) else []:
+            if "BEGIN HIDDEN TESTS" in line or "END HIDDEN TESTS" in line:
+                inside = "BEGIN" in line
+            elif inside and len(line.strip()) > 20 and line.strip() not in released:
+                lines.append(line.strip())
+    return lines
+
+
 # Test cells that also run the answer to an earlier exercise, by design: notebook 06 runs the
 # student's 1F1B order through the student's run_schedule. A wrong answer to that earlier
 # exercise fails them too.

@@ -108,7 +108,35 @@ def stuck_student() -> Student:
     return Student(assignment, "stuck", code, {"test_matmul_flops"}, waits=CELL_TIMEOUT_S)
 
 
-STUDENTS = [s for a in ASSIGNMENTS for s in class_of(a)] + [stuck_student()]
+def warning_student() -> Student:
+    """Correct answers that warn, log and write to stderr, in the kernel and in the ranks: they
+    keep every point (nbgrader alone would score a test cell that wrote to stderr zero)."""
+    assignment = "06-pipeline-parallel"
+    solutions = solution_code(read(notebook_path("solutions", assignment)))
+    noisy_split = (
+        "import logging\n\n"
+        "_split_layers = split_layers\n\n\n"
+        "def split_layers(num_layers, num_stages):\n"
+        "    logging.getLogger('course').warning('splitting %d layers', num_layers)\n"
+        "    return _split_layers(num_layers, num_stages)\n"
+    )
+    noisy_schedule = (
+        "import sys\nimport warnings\n\n"
+        "_run_schedule = run_schedule\n\n\n"
+        "def run_schedule(*args, **kwargs):\n"
+        "    warnings.warn('a correct answer may warn', UserWarning)\n"
+        "    print('and write to stderr', file=sys.stderr)\n"
+        "    return _run_schedule(*args, **kwargs)\n"
+    )
+    code = {
+        **solutions,
+        "split": f"{solutions['split']}\n\n\n{noisy_split}",
+        "schedule": f"{solutions['schedule']}\n\n\n{noisy_schedule}",
+    }
+    return Student(assignment, "warns", code)
+
+
+STUDENTS = [s for a in ASSIGNMENTS for s in class_of(a)] + [stuck_student(), warning_student()]
 
 
 def nbgrader(root: Path, *args: str) -> None:

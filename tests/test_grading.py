@@ -1,12 +1,14 @@
 """The grading round trip (see grading.py): every submission scores what it should, and the
-instructors' feedback and grade export work."""
+instructors' feedback (without the hidden tests) and grade export work."""
 
 from __future__ import annotations
 
 import csv
+import html
+import re
 
 import pytest
-from course import ASSIGNMENTS, exercise_tests, notebook_path, read
+from course import ASSIGNMENTS, exercise_tests, notebook_path, read, secret_lines
 from grading import STUDENTS, GradedClass, Student
 
 
@@ -29,4 +31,8 @@ def test_feedback_and_grade_export_work(graded_class: GradedClass) -> None:
     for row in rows:
         assert float(row["score"]) == float(row["max_score"]) > 0, row
         (feedback,) = (root / "feedback" / "solutions" / row["assignment"]).glob("*.html")
-        assert f"(Score: {float(row['score']):.1f} / {float(row['max_score']):.1f})" in feedback.read_text()
+        page = feedback.read_text()
+        assert f"(Score: {float(row['score']):.1f} / {float(row['max_score']):.1f})" in page
+        text = html.unescape(re.sub(r"<[^>]+>", "", page))  # the code, out of its highlighting
+        for line in secret_lines(row["assignment"]):
+            assert line not in text, f"{row['assignment']}'s feedback shows the hidden test line {line!r}"

@@ -1,0 +1,88 @@
+"""The student distribution (autograder/distribution.py): the release and what it imports, and
+nothing that gives away an answer."""
+
+from __future__ import annotations
+
+import ast
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from course import ASSIGNMENTS, REPO, notebook_path, read
+
+from autograder.distribution import INSTRUCTORS_ONLY, PACKAGES, DistributionError, build, main, secrets_in
+
+
+@pytest.fixture(scope="module")
+def distribution(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    destination = tmp_path_factory.mktemp("course") / "for-students"
+    build(destination)
+    return destination
+
+
+def test_it_holds_the_release_and_no_answers(distribution: Path) -> None:
+    top = sorted(p.name for p in distribution.iterdir())
+    assert top == sorted(
+        [*PACKAGES, "notebooks", "README.md", "Makefile", "pyproject.toml", "environment.yml", ".gitignore"]
+    )
+    for assignment in ASSIGNMENTS:
+        released = notebook_path("notebooks", assignment)
+        assert (distribution / "notebooks" / assignment / released.name).read_bytes() == released.read_bytes()
+    assert secrets_in(distribution) == []
+    for tool in INSTRUCTORS_ONLY:
+        assert not (distribution / "autograder" / tool).exists()
+    readme = (distribution / "README.md").read_text()
+    assert "make course" in readme and "For students" in readme
+    assert "For instructors" not in readme and "make test" not in readme
+    assert "course:" in (distribution / "Makefile").read_text()
+    assert "test:" not in (distribution / "Makefile").read_text()
+
+
+def test_every_import_of_the_release_notebooks_works_from_it(distribution: Path) -> None:
+    imports = set()
+    for assignment in ASSIGNMENTS:
+        for cell in read(notebook_path("notebooks", assignment)).cells:
+            if cell.cell_type != "code":
+                continue
+            for node in ast.walk(ast.parse(cell.source)):
+                if isinstance(node, ast.ImportFrom):
+                    names = [node.module or ""]
+                elif isinstance(node, ast.Import):
+                    names = [alias.name for alias in node.names]
+                else:
+                    continue
+                if any(name.split(".")[0] in PACKAGES for name in names):
+                    imports.add(ast.unparse(node))
+    assert any("pipeline_parallel" in i for i in imports)
+    program = "\n".join(sorted(imports)) + "\nimport autograder\nprint(autograder.__file__)"
+    done = subprocess.run([sys.executable, "-c", program], cwd=distribution, capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr
+    assert Path(done.stdout.strip()).is_relative_to(distribution)  # not the repository's
+
+
+def test_a_solution_or_hidden_test_is_found(tmp_path: Path) -> None:
+    (tmp_path / "notebooks").mkdir()
+    (tmp_path / "notebooks" / "a.ipynb").write_text('{"source": "### BEGIN HIDDEN TESTS"}')
+    (tmp_path / "solutions").mkdir()
+    assert secrets_in(tmp_path) == [
+        "notebooks/a.ipynb: holds 'BEGIN HIDDEN TESTS'",
+        "solutions: not for students",
+    ]
+
+
+def test_it_never_overwrites_without_being_told(tmp_path: Path, capsys: pytest.CaptureFixture) -> None:
+    destination = tmp_path / "for-students"
+    destination.mkdir()
+    (destination / "my-answers.ipynb").write_text("{}")
+    with pytest.raises(DistributionError, match="not empty"):
+        build(destination)
+    assert main([str(destination)]) == 1
+    assert "--force" in capsys.readouterr().err
+    assert (destination / "my-answers.ipynb").exists()
+    assert main([str(destination), "--force", "--zip"]) == 0
+    assert not (destination / "my-answers.ipynb").exists()
+    assert (tmp_path / "for-students.zip").stat().st_size > 0
+    assert main([str(destination), "--zip"]) == 1  # the folder and the archive are there now
+    with pytest.raises(DistributionError, match="inside the course"):
+        build(REPO / "autograder" / "for-students")

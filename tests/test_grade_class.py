@@ -1,0 +1,56 @@
+"""Grading a class with autograder.grade_class: every student graded by nbgrader, several at a
+time, scores in the gradebook, and a second run that grades only what changed."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import time
+from pathlib import Path
+
+import pytest
+from course import is_test, read
+from grading import class_of, hand_in
+from nbgrader.api import Gradebook
+
+from autograder.grade_class import main
+
+ASSIGNMENT = "01-memory-hierarchy"
+
+
+def scores(root: Path) -> dict[str, float]:
+    with Gradebook(f"sqlite:///{root / 'gradebook.db'}") as gradebook:
+        return {s.student.id: s.score for s in gradebook.find_assignment(ASSIGNMENT).submissions}
+
+
+def test_a_class_is_graded_in_parallel_and_resumed(
+    released_course: Path, tmp_path: Path, capsys: pytest.CaptureFixture
+) -> None:
+    root = tmp_path / "course"
+    shutil.copytree(released_course, root)
+    students = {s.name: s for s in class_of(ASSIGNMENT)}
+    for name in ("solutions", "untouched", "wrong-0"):
+        hand_in(root, students[name])
+
+    assert main([ASSIGNMENT, "--jobs", "2", "--root", str(root)]) == 0
+    printed = capsys.readouterr().out
+    assert "3 to grade, 2 at a time" in printed and "[3/3" in printed and "graded 3 in" in printed
+    graded = scores(root)
+    release = read(root / "notebooks" / ASSIGNMENT / "memory_hierarchy.ipynb")
+    maximum = sum(c.metadata["nbgrader"].get("points", 0) for c in release.cells if is_test(c))
+    assert graded["solutions"] == maximum > 0
+    assert graded["untouched"] == 0
+    assert 0 < graded["wrong-0"] < maximum
+    assert "failed: test_" in printed  # the wrong answers' test cells, by name
+
+    # Run again: nothing to do. Hand one student's notebook in again: only that one is graded.
+    assert main([ASSIGNMENT, "--root", str(root)]) == 0
+    assert "0 to grade, 1 at a time (3 graded already)" in capsys.readouterr().out
+    resubmitted = next((root / "submitted" / "untouched" / ASSIGNMENT).glob("*.ipynb"))
+    later = time.time() + 5
+    os.utime(resubmitted, (later, later))
+    assert main([ASSIGNMENT, "--root", str(root)]) == 0
+    assert "1 to grade, 1 at a time (2 graded already)" in capsys.readouterr().out
+
+    with pytest.raises(SystemExit, match="nobody"):
+        main([ASSIGNMENT, "--root", str(root), "--students", "nobody"])
