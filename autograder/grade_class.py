@@ -10,7 +10,8 @@ submitted/<student>/<assignment>/. Each student is graded by nbgrader itself, in
 own, with the course's configuration; a student whose autograded notebook is newer than the
 submission is skipped unless ``--force`` is given, so an interrupted run picks up where it
 stopped. It prints a line per student as each finishes (time, score, failed and timed-out test
-cells) with an estimate of the time left, and a summary at the end. The gradebook is shared by
+cells, and whether its code was flagged for tampering) with an estimate of the time left, and
+a summary at the end. The gradebook is shared by
 the workers: on SQLite, each waits for the others' writes rather than failing.
 """
 
@@ -41,6 +42,7 @@ class Outcome:
     max_score: float | None = None
     failed_tests: list[str] = field(default_factory=list)
     timed_out: list[str] = field(default_factory=list)
+    tampering: list[str] = field(default_factory=list)  # what FlagTampering logged
 
 
 def students_of(root: Path, assignment: str) -> list[str]:
@@ -76,15 +78,29 @@ def grade_one(root: Path, assignment: str, student: str, force: bool) -> Outcome
     """``nbgrader autograde`` for one student, in a process of its own."""
     command = [sys.executable, "-m", "nbgrader", "autograde", assignment, "--student", student]
     command += _database_url(root) + (["--force"] if force else [])
-    start, before = time.perf_counter(), os.times()
-    done = subprocess.run(command, cwd=root, env=nbgrader_environment(), capture_output=True, text=True)
-    after = os.times()
-    outcome = Outcome(student, time.perf_counter() - start)
-    outcome.cpu_seconds = (after.children_user - before.children_user) + (
-        after.children_system - before.children_system
+    start = time.perf_counter()
+    process = subprocess.Popen(
+        command,
+        cwd=root,
+        env=nbgrader_environment(),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
     )
-    outcome.ok = done.returncode == 0 and "[AutogradeApp | ERROR]" not in done.stdout + done.stderr
-    outcome.log = (done.stdout + done.stderr)[-3000:]
+    with process.stdout:
+        log = process.stdout.read()
+    # wait4 gives this process's own CPU time (its kernel and ranks included), where os.times()
+    # would mix in the other workers' processes that ended meanwhile.
+    _, status, usage = os.wait4(process.pid, 0)
+    process.returncode = os.waitstatus_to_exitcode(status)
+    outcome = Outcome(student, time.perf_counter() - start, usage.ru_utime + usage.ru_stime)
+    outcome.ok = process.returncode == 0 and "[AutogradeApp | ERROR]" not in log
+    outcome.log = log[-3000:]
+    outcome.tampering = [
+        line.split("tampering detected in ", 1)[1]
+        for line in log.splitlines()
+        if "tampering detected in " in line
+    ]
     return outcome
 
 
@@ -120,6 +136,7 @@ def describe(outcome: Outcome) -> str:
     score = "" if outcome.score is None else f"{outcome.score:g}/{outcome.max_score:g}"
     extra = f"; failed: {', '.join(outcome.failed_tests)}" if outcome.failed_tests else ""
     extra += f"; timed out: {', '.join(outcome.timed_out)}" if outcome.timed_out else ""
+    extra += "; FLAGGED for tampering" if outcome.tampering else ""
     return f"{outcome.student}: {score} in {outcome.seconds:.1f} s{extra}"
 
 
@@ -163,9 +180,14 @@ def summarise(outcomes: list[Outcome], wall: float) -> None:
     print(f"graded {len(outcomes)} in {wall:.0f} s ({wall / len(outcomes):.1f} s each, {cpu:.1f} CPU s each)")
     failed = [o for o in outcomes if not o.ok]
     timed_out = [o for o in outcomes if o.timed_out]
+    flagged = [o for o in outcomes if o.tampering]
     for title, group in (("nbgrader failed for", failed), ("cells ran out of time for", timed_out)):
         if group:
             print(f"{title}: {', '.join(o.student for o in group)}")
+    if flagged:
+        print("flagged for tampering (look at these notebooks; their later tests scored zero):")
+        for o in flagged:
+            print("  " + "\n  ".join(o.tampering))
     for o in failed:
         print(f"--- {o.student} ---\n{o.log}")
 

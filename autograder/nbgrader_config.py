@@ -22,14 +22,16 @@ c.Execute.timeout = 120
 c.Execute.interrupt_on_timeout = True
 
 # A test cell fails by raising, not by writing to stderr: a correct answer that warns keeps its
-# points. Feedback shows which tests failed and their messages, never the hidden tests' code.
-# (Both in autograder/preprocessors.py.)
+# points; one after code that tampers with what grading relies on fails, and is logged. Feedback
+# shows which tests failed and their messages, never the hidden tests' code. (All three are in
+# autograder/preprocessors.py.)
 c.Autograde.autograde_preprocessors = [
     "nbgrader.preprocessors.Execute",
     "nbgrader.preprocessors.IgnorePattern",
     "nbconvert.preprocessors.ClearMetadataPreprocessor",
     "nbgrader.preprocessors.LimitOutput",
     "autograder.preprocessors.ScoreErrorsNotStderr",
+    "autograder.preprocessors.FlagTampering",
     "nbgrader.preprocessors.SaveAutoGrades",
     "nbgrader.preprocessors.AssignLatePenalties",
     "nbgrader.preprocessors.CheckCellMetadata",

@@ -3,6 +3,10 @@
 - `ScoreErrorsNotStderr` (autograding): nbgrader scores a test cell zero when it wrote anything
   to stderr, so a correct answer that warns, logs, or whose ranks print to stderr would lose the
   test's points. A test cell here fails by raising; what it wrote to stderr is kept, as output.
+- `FlagTampering` (autograding): a test cell that comes after submitted code which changes what
+  grading relies on (the course's checks or launcher, torch, builtins, ``sys.modules``, IPython's
+  hooks) or reaches into other code's frames fails, saying so, and the submission is logged for
+  the instructor to look at.
 - `HideHiddenTests` (feedback): nbgrader's feedback is the autograded notebook as HTML, which
   holds the hidden tests: in the test cells' source, and in the tracebacks of those that failed,
   which quote the lines around the failing call. It removes the hidden regions from the test
@@ -13,8 +17,12 @@ Only instructors run these: students' notebooks never import this module.
 
 from __future__ import annotations
 
+import ast
+from pathlib import Path
 from typing import Any
 
+import nbformat
+from nbformat.v4 import new_output
 from nbgrader import utils
 from nbgrader.preprocessors import ClearHiddenTests, NbGraderPreprocessor
 
@@ -41,3 +49,170 @@ class HideHiddenTests(ClearHiddenTests):
                     # The message says what failed and why; the traceback would show the code.
                     output["traceback"] = [f"{output.get('ename', 'Error')}: {output.get('evalue', '')}"]
         return cell, resources
+
+
+# -- tampering -------------------------------------------------------------------------------
+
+# What a student's code may not change: the course's checks and launcher, and what they rely on.
+PROTECTED = {"autograder", "launcher", "torch", "builtins", "sys", "IPython", "numpy", "math", "operator"}
+# Settings a student may change under a protected package.
+ALLOWED = ("torch.backends.",)
+# Calls that reach into other code's frames or objects, or into the interpreter.
+REACHING = {
+    "sys._getframe",
+    "sys.settrace",
+    "sys.setprofile",
+    "inspect.currentframe",
+    "inspect.stack",
+    "inspect.getouterframes",
+    "gc.get_objects",
+    "gc.get_referrers",
+    "get_ipython",
+    "setattr",
+    "delattr",
+}
+
+
+def _dotted(node: ast.AST, aliases: dict[str, str]) -> str | None:
+    """``a.b.c`` for an attribute chain on a name, with the name resolved through the imports."""
+    parts = []
+    while isinstance(node, ast.Attribute):
+        parts.append(node.attr)
+        node = node.value
+    if not isinstance(node, ast.Name):
+        return None
+    return ".".join([aliases.get(node.id, node.id), *reversed(parts)])
+
+
+def _protected(name: str | None) -> bool:
+    return name is not None and name.split(".")[0] in PROTECTED and not name.startswith(ALLOWED)
+
+
+def imports(source: str) -> dict[str, str]:
+    """The names a cell's imports bind, and the dotted names they stand for."""
+    aliases = {}
+    for node in ast.walk(_parse(source)):
+        if isinstance(node, ast.Import):
+            for alias in node.names:
+                aliases[alias.asname or alias.name.split(".")[0]] = (
+                    alias.name if alias.asname else alias.name.split(".")[0]
+                )
+        elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+            for alias in node.names:
+                aliases[alias.asname or alias.name] = f"{node.module}.{alias.name}"
+    return aliases
+
+
+def _python(source: str) -> str:
+    """A cell's code as Python, IPython's magics and shell escapes turned into the calls they are."""
+    from IPython.core.inputtransformer2 import TransformerManager
+
+    try:
+        return TransformerManager().transform_cell(source)
+    except Exception:  # noqa: BLE001 - what IPython cannot read, the kernel could not run
+        return source
+
+
+def _parse(source: str) -> ast.AST:
+    try:
+        return ast.parse(_python(source))
+    except SyntaxError:  # the kernel could not have run it either
+        return ast.Module(body=[], type_ignores=[])
+
+
+def _magic_code(node: ast.Call) -> str | None:
+    """The code a magic runs (``%time x = 1``, ``%%capture`` ...), from IPython's own call."""
+    func = node.func
+    if not (isinstance(func, ast.Attribute) and func.attr in ("run_line_magic", "run_cell_magic")):
+        return None
+    strings = [a.value for a in node.args[1:] if isinstance(a, ast.Constant) and isinstance(a.value, str)]
+    return "\n".join(strings)
+
+
+def tampering(source: str, aliases: dict[str, str]) -> list[str]:
+    """What in ``source`` changes the course's checks, torch, builtins, ``sys.modules`` or IPython,
+    or reaches into other code's frames: each as a line of the source."""
+    found, magics = [], set()
+    code = _python(source)
+    for node in ast.walk(_parse(source)):
+        if id(node) in magics:
+            continue
+        if isinstance(node, ast.Call) and _magic_code(node) is not None:
+            found += tampering(_magic_code(node), aliases)  # what the magic runs, not the magic
+            magics.add(id(node.func.value))  # IPython's own get_ipython() call
+            continue
+        targets = []
+        if isinstance(node, (ast.Assign, ast.AugAssign, ast.AnnAssign, ast.Delete)):
+            targets = node.targets if isinstance(node, (ast.Assign, ast.Delete)) else [node.target]
+        blocking = isinstance(getattr(node, "value", None), ast.Constant) and node.value.value is None
+        for target in targets:
+            base = target.value if isinstance(target, ast.Subscript) else target
+            if blocking and isinstance(target, ast.Subscript) and _dotted(base, aliases) == "sys.modules":
+                continue  # making a module impossible to import can only make tests fail
+            if isinstance(target, (ast.Attribute, ast.Subscript)) and _protected(_dotted(base, aliases)):
+                found.append(ast.get_source_segment(code, node) or "")
+        if isinstance(node, ast.Call):
+            called = _dotted(node.func, aliases)
+            first = _dotted(node.args[0], aliases) if node.args else None
+            if called in ("setattr", "delattr") and not _protected(first):
+                continue
+            if called in REACHING or (called or "").startswith(
+                ("sys.modules.", "sys.meta_path.", "sys.path_hooks.")
+            ):
+                found.append(ast.get_source_segment(code, node) or "")
+        if isinstance(node, ast.Name) and node.id == "__builtins__":
+            found.append("__builtins__")
+        if isinstance(node, (ast.Import, ast.ImportFrom)):
+            names = [a.name for a in node.names] + ([node.module] if isinstance(node, ast.ImportFrom) else [])
+            if any((n or "").split(".")[0] == "ctypes" for n in names):
+                found.append(ast.get_source_segment(code, node) or "")
+    return [line.splitlines()[0][:120] for line in found]
+
+
+class FlagTampering(NbGraderPreprocessor):
+    """Fail the test cells that come after a student's code which tampers with what grading relies
+    on (see `tampering`), with a message saying so, and log the submission for the instructor.
+
+    Code can always change what runs in its own kernel; this reads the submitted code, after it
+    ran, for the evident ways of doing so. The instructor decides what it was."""
+
+    def preprocess(self, nb: Any, resources: dict) -> tuple[Any, dict]:
+        aliases: dict[str, str] = {}
+        flagged: list[str] = []
+        course = self._course_code(resources)
+        for index, cell in enumerate(nb.cells):
+            if cell.cell_type != "code":
+                continue
+            aliases.update(imports(cell.source))
+            # The course's own cells (its demos may trace torch's functions) are not the student's.
+            locked = cell.metadata.get("nbgrader", {}).get("locked", False) or cell.source.strip() in course
+            if flagged and utils.is_grade(cell) and not utils.is_solution(cell):
+                message = (
+                    f"code before this test changes what grading relies on ({flagged[0]}), so this test "
+                    "is not graded automatically: your instructor will look at the notebook."
+                )
+                cell.outputs = [new_output("error", ename="TamperingDetected", evalue=message, traceback=[])]
+            elif not locked and not flagged:
+                flagged = tampering(cell.source, aliases)
+                if flagged:
+                    student = resources.get("nbgrader", {}).get("student", "?")
+                    self.log.warning(
+                        "tampering detected in %s's notebook, cell %d: %s", student, index, "; ".join(flagged)
+                    )
+        return nb, resources
+
+    def _course_code(self, resources: dict) -> set[str]:
+        """The code cells of the notebook as the course released it (or as its source has it)."""
+        from nbgrader.coursedir import CourseDirectory
+
+        names = resources.get("nbgrader", {})
+        coursedir = CourseDirectory(config=self.config)
+        for step in (coursedir.release_directory, coursedir.source_directory):
+            folder = Path(coursedir.format_path(step, ".", names.get("assignment", "")))
+            path = folder / f"{names.get('notebook', '')}.ipynb"
+            if path.is_file():
+                released = nbformat.read(path, as_version=4)
+                return {
+                    c.source.strip() for c in released.cells if c.cell_type == "code" and c.source.strip()
+                }
+        return set()

@@ -38,6 +38,7 @@ from course import (
 )
 from nbgrader.api import Gradebook
 
+from autograder.preprocessors import imports, tampering
 from autograder.release import nbgrader_environment
 
 # A first cell that makes the instructors' and developers' tools impossible to import.
@@ -75,10 +76,20 @@ class Student:
         return seconds / (2 if self.untouched else 1) + self.waits
 
 
+def aliases_in(source: nbformat.NotebookNode) -> dict[str, str]:
+    """The names every code cell of a notebook imports."""
+    aliases: dict[str, str] = {}
+    for cell in source.cells:
+        if cell.cell_type == "code":
+            aliases.update(imports(cell.source))
+    return aliases
+
+
 def class_of(assignment: str) -> list[Student]:
     source = read(notebook_path("solutions", assignment))
     solutions = solution_code(source)
-    exercises = list(exercise_tests(source))
+    exercises_tests = exercise_tests(source)
+    exercises = list(exercises_tests)
     by_cell: dict[str, list[WrongSubmission]] = {cell: [] for cell in exercises}
     for wrong in wrong_submissions(assignment):
         by_cell[wrong.replaces].append(wrong)
@@ -93,6 +104,14 @@ def class_of(assignment: str) -> list[Student]:
         chosen = [by_cell[cell][(n - i) % 3 - 1] for i, cell in enumerate(exercises) if (n - i) % 3]
         code = {**solutions, **{w.replaces: w.cell_code(solutions) for w in chosen}}
         zero = {test for w in chosen for test in w.fails + later_tests_needing(assignment, w.replaces)}
+        # A wrong answer that reaches into the checks' frames is also flagged as tampering: every
+        # test from its exercise on scores nothing.
+        flagged = [exercises.index(w.replaces) for w in chosen if tampering(w.code, aliases_in(source))]
+        zero |= (
+            {test for cell in exercises[min(flagged) :] for test in exercises_tests[cell]}
+            if flagged
+            else set()
+        )
         students.append(Student(assignment, f"wrong-{n}", code, zero))
     return students
 
@@ -136,7 +155,24 @@ def warning_student() -> Student:
     return Student(assignment, "warns", code)
 
 
-STUDENTS = [s for a in ASSIGNMENTS for s in class_of(a)] + [stuck_student(), warning_student()]
+def tampering_student() -> Student:
+    """Correct answers, but one cell makes torch's comparisons always say yes: every test after it
+    scores nothing (and the submission is logged), the tests before it keep their points."""
+    assignment = "01-memory-hierarchy"
+    solutions = solution_code(read(notebook_path("solutions", assignment)))
+    patch = "import torch\n\ntorch.allclose = lambda *args, **kwargs: True\n"
+    code = {**solutions, "roofline": f"{solutions['roofline']}\n\n\n{patch}"}
+    tests = exercise_tests(read(notebook_path("solutions", assignment)))
+    cells = list(tests)
+    after = {test for cell in cells[cells.index("roofline") :] for test in tests[cell]}
+    return Student(assignment, "tampers", code, after)
+
+
+STUDENTS = [s for a in ASSIGNMENTS for s in class_of(a)] + [
+    stuck_student(),
+    warning_student(),
+    tampering_student(),
+]
 
 
 def nbgrader(root: Path, *args: str) -> None:
