@@ -163,6 +163,49 @@ def expect_tensor(
     fail(message)
 
 
+def close_floats(actual: Any, expected: torch.Tensor, atol: float = 1e-5) -> bool:
+    """Whether ``actual`` is a floating-point tensor (of any float dtype) close to ``expected``."""
+    return (
+        type(actual) is torch.Tensor
+        and actual.shape == expected.shape
+        and actual.is_floating_point()
+        and allclose(actual.detach().float(), expected.float(), rtol=1e-4, atol=atol)
+    )
+
+
+def expect_floats(
+    what: str,
+    actual: Any,
+    expected: torch.Tensor,
+    reference: str,
+    *,
+    mistakes: dict[str, torch.Tensor] | None = None,
+    nan_means: str = "",
+    atol: float = 1e-5,
+) -> None:
+    """Check a floating-point result of any float dtype against ``expected``, computed here from
+    ``reference`` (named in the message, with the largest difference). ``mistakes`` map a typical
+    mistake to the value it gives; ``nan_means`` says what NaN in the result points to."""
+    __tracebackhide__ = True
+    if type(actual) is not torch.Tensor:
+        fail(f"{what}: expected a tensor of shape {tuple(expected.shape)}, got {_short(actual)}.")
+    if actual.shape != expected.shape:
+        fail(f"{what}: expected shape {tuple(expected.shape)}, got {tuple(actual.shape)}.")
+    if not actual.is_floating_point():
+        fail(f"{what}: expected a floating-point tensor, got {actual.dtype}.")
+    if close_floats(actual, expected, atol):
+        return
+    difference = (actual.detach().float() - expected.float()).abs()
+    message = f"{what}: differs from {reference} (largest difference {difference.max():.3g})."
+    if nan_means and difference.isnan().any():
+        message = f"{what}: holds NaN. {nan_means}"
+    for mistake, value in (mistakes or {}).items():
+        if close_floats(actual, value, atol):
+            message += f" That is what you get if you {mistake}."
+            break
+    fail(message)
+
+
 def _same(a: torch.Tensor, b: torch.Tensor, exact: bool | None) -> bool:
     a, b = a.detach().cpu(), b.detach().cpu()
     if exact or (exact is None and not a.is_floating_point()):

@@ -103,8 +103,8 @@ def secrets_in(folder: Path) -> list[str]:
 def build(destination: Path, root: Path = ROOT, force: bool = False) -> list[Path]:
     """Write the student distribution to ``destination``; return the files written."""
     destination = destination.resolve()
-    if destination == root or root in destination.parents and destination.parts[len(root.parts)] in PACKAGES:
-        raise DistributionError(f"{destination} is inside the course's own folders: choose another place.")
+    if destination == root or root in destination.parents:
+        raise DistributionError(f"{destination} is inside the course directory: choose a place outside it.")
     if destination.exists() and any(destination.iterdir()):
         if not force:
             raise DistributionError(

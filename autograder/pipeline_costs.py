@@ -14,8 +14,8 @@ import torch
 from torch import nn
 from torch.utils._python_dispatch import TorchDispatchMode
 
-from .checks import counted, fail, private_generator
-from .pipeline_parallel import DIM, _expect, make_layer, written_order
+from .checks import counted, expect_floats, fail, private_generator
+from .pipeline_stage import DIM, make_layer, written_order
 
 _type = type
 
@@ -158,12 +158,13 @@ def check_checkpointing(
         what = f"checkpointed({num_layers} layers, {counted(segments, 'segment')})"
         predicted = _predicted(checkpoint_costs, num_layers, segments)  # before anything is measured
         got = _checkpoint_on_layers(checkpointed, num_layers, segments)
-        _expect(f"{what}: the output", got["y"][0], got["y"][1].detach())
-        _expect(f"{what}: x's gradient", got["x.grad"][0], got["x.grad"][1])
+        plain = "the same layers without checkpointing"
+        expect_floats(f"{what}: the output", got["y"][0], got["y"][1].detach(), plain, atol=1e-6)
+        expect_floats(f"{what}: x's gradient", got["x.grad"][0], got["x.grad"][1], plain, atol=1e-6)
         for i, (actual, expected) in enumerate(got["grads"]):
             if actual is None:
                 fail(f"{what}: layer {i // 2}'s parameters have no gradient.")
-            _expect(f"{what}: layer {i // 2}'s gradients", actual, expected)
+            expect_floats(f"{what}: layer {i // 2}'s gradients", actual, expected, plain, atol=1e-6)
         if got["forwards"] != num_layers:
             fail(
                 f"{what}: the forward pass ran {got['forwards']} layers; the model has {num_layers}: run "

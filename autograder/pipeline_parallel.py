@@ -1,8 +1,9 @@
 """Checks for notebook 06 (pipeline parallelism).
 
-A stage of the pipeline is a `Stage`: a few layers behind a marker that autograd itself runs, so
-that the stage keeps a trace of what really ran on it: each micro-batch's forward, and the moment
-its backward has gone through every layer of the stage. From the trace the checks read the order
+A stage of the pipeline is a `Stage` (pipeline_stage.py): a few layers behind a marker that
+autograd itself runs, so that the checks keep a record of what really ran on it: each
+micro-batch's forward, and the moment its backward has gone through every layer of the stage,
+ordered among the stage's messages. From it the checks read the order
 a stage ran (not the order it was asked to run) and how many micro-batches' activations it held at
 once. Each rank draws its own stage's weights, rank 0 the inputs and the last rank the targets, at
 random inside the rank, where no other process can reproduce them; the whole model is assembled
@@ -14,92 +15,29 @@ The checks of the bubble's simulation and of activation checkpointing are in `pi
 
 from __future__ import annotations
 
-import math
 from collections.abc import Callable, Sequence
 from typing import Any
 
 import torch
 import torch.nn.functional as F
-from torch import nn
 
 import launcher
 
-from .checks import allclose, counted, fail, private_generator, run_ranks
-from .comm import CommLog, event_number
+from .checks import counted, expect_floats, fail, private_generator, run_ranks
+from .comm import CommLog
+from .pipeline_stage import (
+    DIM,
+    LAYERS_PER_STAGE,
+    gpipe_order,
+    peak_alive,
+    stages_from,
+    traced_stage,
+    written_order,
+)
 
 launcher.preload("autograder.pipeline_parallel")
 
-DIM = 8  # every activation between layers and stages has DIM features
-LAYERS_PER_STAGE = 2
 _type = type
-
-
-def make_layer(generator: torch.Generator | None = None) -> nn.Sequential:
-    """One layer of the course's model: ``tanh(x @ W.T + b)`` on ``DIM`` features."""
-    layer = nn.Sequential(nn.Linear(DIM, DIM), nn.Tanh())
-    if generator is not None:
-        with torch.no_grad():
-            layer[0].weight.copy_(torch.randn(DIM, DIM, generator=generator) / math.sqrt(DIM))
-            layer[0].bias.copy_(torch.randn(DIM, generator=generator) / 4)
-    return layer
-
-
-class _Mark(torch.autograd.Function):
-    """The identity, which notes in ``journal`` when a micro-batch enters the stage and when its
-    backward has left it (the marker sits before the stage's first layer), with the rank's event
-    number, which orders the steps among the messages `CommLog` records."""
-
-    @staticmethod
-    def forward(ctx: Any, x: torch.Tensor, anchor: torch.Tensor, journal: list, index: int) -> torch.Tensor:
-        journal.append(("F", index, event_number()))
-        ctx.journal, ctx.index = journal, index
-        return x.clone()
-
-    @staticmethod
-    def backward(ctx: Any, grad: torch.Tensor) -> tuple:
-        ctx.journal.append(("B", ctx.index, event_number()))
-        return grad, None, None, None
-
-
-class Stage(nn.Module):
-    """The layers of one pipeline stage. ``stage(x)`` runs them; ``stage.trace`` lists, in the
-    order they happened, ``("F", i)`` when the stage's i-th forward began and ``("B", i)`` when the
-    backward of that forward's graph had gone through every layer of the stage. (The checks keep
-    their own record, ``journal``, which ``stage.trace`` only copies.)"""
-
-    def __init__(self, layers: Sequence[nn.Module], journal: list | None = None) -> None:
-        super().__init__()
-        self.layers = nn.Sequential(*layers)
-        self._journal = [] if journal is None else journal
-        # Not a parameter: it makes autograd run the marker's backward even where x needs no grad.
-        self._anchor = torch.zeros((), requires_grad=True)
-
-    @property
-    def trace(self) -> list[tuple[str, int]]:
-        return [(kind, i) for kind, i, _ in self._journal]
-
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        index = sum(1 for kind, _, _ in self._journal if kind == "F")
-        return self.layers(_Mark.apply(x, self._anchor, self._journal, index))
-
-
-def peak_alive(trace: Sequence[tuple[str, int]]) -> int:
-    """The most micro-batches whose forward had run and whose backward had not finished, at once."""
-    alive = peak = 0
-    for kind, _ in trace:
-        alive += 1 if kind == "F" else -1
-        peak = max(peak, alive)
-    return peak
-
-
-def _stage_on_rank(generator: torch.Generator) -> tuple[Stage, list, list]:
-    """This rank's stage, the checks' own record of its steps, and the rows of every input its
-    first layer was given (in or out of ``stage(x)``)."""
-    journal: list = []
-    rows: list = []
-    stage = Stage([make_layer(generator) for _ in range(LAYERS_PER_STAGE)], journal)
-    stage.layers[0].register_forward_pre_hook(lambda module, args: rows.append(args[0].shape[0]))
-    return stage, journal, rows
 
 
 def _rows_run(where: str, rows_run: list, rows: list) -> None:
@@ -109,16 +47,6 @@ def _rows_run(where: str, rows_run: list, rows: list) -> None:
             f"{where} ran its layers on inputs of {rows_run} rows; the micro-batches have {rows} rows: "
             "run each micro-batch through the stage once, as it comes."
         )
-
-
-def _stages(states: Sequence[dict]) -> list[nn.Sequential]:
-    """The stages of the unsharded model, rebuilt here from the ranks' state dicts."""
-    stages = []
-    for state in states:
-        stage = nn.Sequential(*[make_layer() for _ in range(LAYERS_PER_STAGE)])
-        stage.load_state_dict(state)
-        stages.append(stage)
-    return stages
 
 
 def _steps_and_messages(where: str, journal: list, messages: list, rank: int, world_size: int) -> None:
@@ -167,32 +95,11 @@ def _no_collectives(where: str, summary: dict) -> None:
         )
 
 
-def _close(a: Any, b: torch.Tensor) -> bool:
-    return (
-        _type(a) is torch.Tensor
-        and a.shape == b.shape
-        and a.is_floating_point()
-        and allclose(a.detach().float(), b.float(), rtol=1e-4, atol=1e-6)
-    )
-
-
 def _expect(
     what: str, actual: Any, expected: torch.Tensor, hints: dict[str, torch.Tensor] | None = None
 ) -> None:
     __tracebackhide__ = True
-    if _type(actual) is not torch.Tensor:
-        fail(f"{what}: expected a tensor of shape {tuple(expected.shape)}, got {actual!r:.80}.")
-    if actual.shape != expected.shape:
-        fail(f"{what}: expected shape {tuple(expected.shape)}, got {tuple(actual.shape)}.")
-    if _close(actual, expected):
-        return
-    difference = (actual.detach().float() - expected.float()).abs().max()
-    message = f"{what}: differs from the single-process model's (largest difference {difference:.3g})."
-    for mistake, value in (hints or {}).items():
-        if _close(actual, value):
-            message += f" That is what you get if you {mistake}."
-            break
-    fail(message)
+    expect_floats(what, actual, expected, "the single-process model's", mistakes=hints, atol=1e-6)
 
 
 def _microbatches(n: int) -> str:
@@ -256,7 +163,7 @@ def microbatch_rows(batch: int, microbatch: int) -> list[int]:
 
 def _forward_on_rank(rank: int, world_size: int, fn: Callable, batch: int, microbatch: int) -> tuple:
     mine = private_generator()
-    stage, journal, rows = _stage_on_rank(mine)
+    stage, journal, rows = traced_stage(mine)
     inputs = torch.randn(batch, DIM, generator=mine) if rank == 0 else None
     with torch.no_grad(), CommLog(count_collectives=False, keep_sent=True) as log:
         out = fn(stage, None if inputs is None else inputs.clone(), batch, microbatch)
@@ -276,7 +183,7 @@ def check_pipeline_forward(
         ranks = counted(world_size, "rank")
         what = f"the forward pipeline on {ranks}, batch {batch} in micro-batches of {microbatch}"
         per_rank = run_ranks(_forward_on_rank, world_size, fn, batch, microbatch, what="the forward pipeline")
-        stages = _stages([got[2] for got in per_rank])
+        stages = stages_from([got[2] for got in per_rank])
         activations = [per_rank[0][3]]  # what enters each stage, and what leaves the last
         with torch.no_grad():
             for stage in stages:
@@ -325,44 +232,11 @@ def _messages(messages: Sequence[tuple[int | None, int]]) -> str:
 # -- exercise: a step of the pipeline, forward and backward, in any order ------------------------
 
 
-def gpipe_order(num_stages: int, stage: int, num_microbatches: int) -> list[tuple[str, int]]:
-    """GPipe: every micro-batch's forward, then every backward."""
-    return [("F", i) for i in range(num_microbatches)] + [("B", i) for i in range(num_microbatches)]
-
-
-def _parse(order: str) -> list[tuple[str, int]]:
-    return [(step[0], int(step[1:])) for step in order.split()]
-
-
-# Orders written out by hand, one line per stage, for tests of run_schedule that must not
-# depend on a student's 1F1B: valid orders that interleave forwards and backwards in other ways.
-WRITTEN_ORDERS = {
-    "interleaved, 2 stages, 3 micro-batches": ["F0 F1 F2 B0 B1 B2", "F0 F1 B0 B1 F2 B2"],
-    "interleaved, 3 stages, 4 micro-batches": [
-        "F0 F1 B0 F2 F3 B1 B2 B3",
-        "F0 F1 B0 F2 F3 B1 B2 B3",
-        "F0 F1 B0 B1 F2 F3 B2 B3",
-    ],
-    "one micro-batch at a time, 4 stages, 2 micro-batches": ["F0 B0 F1 B1"] * 4,
-    "interleaved, 4 stages, 6 micro-batches": [
-        "F0 F1 F2 B0 F3 B1 F4 B2 F5 B3 B4 B5",
-        "F0 F1 B0 F2 B1 F3 B2 F4 B3 F5 B4 B5",
-        "F0 F1 B0 F2 B1 F3 B2 F4 B3 F5 B4 B5",
-        "F0 F1 B0 F2 B1 F3 B2 F4 B3 F5 B4 B5",
-    ],
-    "GPipe on stage 0, one at a time on stage 1, 3 micro-batches": ["F0 F1 F2 B0 B1 B2", "F0 B0 F1 B1 F2 B2"],
-}
-
-
-def written_order(name: str) -> list[list[tuple[str, int]]]:
-    return [_parse(line) for line in WRITTEN_ORDERS[name]]
-
-
 def _schedule_on_rank(
     rank: int, world_size: int, run: Callable, orders: Any, num_microbatches: int, rows: int
 ) -> dict:
     mine = private_generator()
-    stage, journal, rows_run = _stage_on_rank(mine)
+    stage, journal, rows_run = traced_stage(mine)
     batch = num_microbatches * rows
     inputs = torch.randn(batch, DIM, generator=mine) if rank == 0 else None
     targets = torch.randn(batch, DIM, generator=mine) if rank == world_size - 1 else None
@@ -393,7 +267,7 @@ def _schedule_on_rank(
 def _reference_step(per_rank: list[dict]) -> dict:
     """The whole model on the whole batch, in one process: the loss, each stage's gradients, and
     what each stage must send: its output forwards, the gradient of its input backwards."""
-    stages = _stages([got["state"] for got in per_rank])
+    stages = stages_from([got["state"] for got in per_rank])
     x, entering, leaving = per_rank[0]["inputs"], [], []
     for stage in stages:
         entering.append(x)

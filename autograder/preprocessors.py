@@ -113,6 +113,15 @@ def _python(source: str) -> str:
         return source
 
 
+def imports_in(cells: list) -> dict[str, str]:
+    """The names all of a notebook's code cells import (see `imports`)."""
+    aliases: dict[str, str] = {}
+    for cell in cells:
+        if cell.cell_type == "code":
+            aliases.update(imports(cell.source))
+    return aliases
+
+
 def _parse(source: str) -> ast.AST:
     try:
         return ast.parse(_python(source))

@@ -27,7 +27,7 @@ from torch import nn
 
 import launcher
 
-from .checks import allclose, counted, fail, fresh_seed, private_generator, run_ranks
+from .checks import counted, expect_floats, fail, fresh_seed, private_generator, run_ranks
 from .comm import CommLog
 
 launcher.preload("autograder.tensor_parallel")
@@ -55,39 +55,17 @@ def _nan_linear(in_features: int, out_features: int) -> nn.Linear:
     return layer
 
 
-def _close(a: Any, b: torch.Tensor) -> bool:
-    return (
-        _type(a) is torch.Tensor
-        and a.shape == b.shape
-        and a.is_floating_point()
-        and allclose(a.detach().float(), b.float(), rtol=1e-4, atol=1e-5)
-    )
-
-
 def _expect(
     what: str, actual: Any, expected: torch.Tensor, hints: dict[str, torch.Tensor] | None = None
 ) -> None:
     __tracebackhide__ = True
-    if _type(actual) is not torch.Tensor:
-        fail(f"{what}: expected a tensor of shape {tuple(expected.shape)}, got {actual!r:.80}.")
-    if actual.shape != expected.shape:
-        fail(f"{what}: expected shape {tuple(expected.shape)}, got {tuple(actual.shape)}.")
-    if not actual.is_floating_point():
-        fail(f"{what}: expected a floating-point tensor, got {actual.dtype}.")
-    if _close(actual, expected):
-        return
-    difference = (actual.detach().float() - expected.float()).abs()
-    message = f"{what}: differs from the unsharded layer's (largest difference {difference.max():.3g})."
-    if difference.isnan().any():
-        message = (
-            f"{what}: holds NaN. Each rank was given only its own shard of the weights (the rest of "
-            "the full layer is NaN): use only this rank's share."
-        )
-    for mistake, value in (hints or {}).items():
-        if _close(actual, value):
-            message += f" That is what you get if you {mistake}."
-            break
-    fail(message)
+    expect_floats(what, actual, expected, "the unsharded layer's", mistakes=hints, nan_means=_NAN)
+
+
+_NAN = (
+    "Each rank was given only its own shard of the weights (the rest of the full layer is NaN): use "
+    "only this rank's share."
+)
 
 
 def _counts(what: str, summary: dict, expected: dict[str, int] | None) -> None:

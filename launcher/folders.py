@@ -17,6 +17,7 @@ import contextlib
 import fcntl
 import os
 import re
+import secrets
 import shutil
 import tempfile
 
@@ -46,9 +47,16 @@ class LaunchFolders:
                 self.result_folders.insert(0, self._make(SHARED_MEMORY))
 
     def _make(self, base: str) -> str:
-        folder = tempfile.mkdtemp(prefix=f"launch-{os.getpid()}-", dir=base)
-        lock = os.open(os.path.join(folder, "lock"), os.O_CREAT | os.O_RDWR, 0o600)
+        # Made under another name and locked before it takes a launch folder's name: another
+        # process clearing stale folders must never find one of ours with its lock not yet held.
+        making = tempfile.mkdtemp(prefix="launch-new-", dir=base)
+        lock = os.open(os.path.join(making, "lock"), os.O_CREAT | os.O_RDWR, 0o600)
         fcntl.flock(lock, fcntl.LOCK_EX)
+        while True:
+            folder = os.path.join(base, f"launch-{os.getpid()}-{secrets.token_hex(4)}")
+            if not os.path.exists(folder):
+                os.rename(making, folder)
+                break
         self.locks[folder] = lock
         return folder
 

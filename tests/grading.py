@@ -38,7 +38,7 @@ from course import (
 )
 from nbgrader.api import Gradebook
 
-from autograder.preprocessors import imports, tampering
+from autograder.preprocessors import imports_in, tampering
 from autograder.release import nbgrader_environment
 
 # A first cell that makes the instructors' and developers' tools impossible to import.
@@ -76,15 +76,6 @@ class Student:
         return seconds / (2 if self.untouched else 1) + self.waits
 
 
-def aliases_in(source: nbformat.NotebookNode) -> dict[str, str]:
-    """The names every code cell of a notebook imports."""
-    aliases: dict[str, str] = {}
-    for cell in source.cells:
-        if cell.cell_type == "code":
-            aliases.update(imports(cell.source))
-    return aliases
-
-
 def class_of(assignment: str) -> list[Student]:
     source = read(notebook_path("solutions", assignment))
     solutions = solution_code(source)
@@ -106,7 +97,7 @@ def class_of(assignment: str) -> list[Student]:
         zero = {test for w in chosen for test in w.fails + later_tests_needing(assignment, w.replaces)}
         # A wrong answer that reaches into the checks' frames is also flagged as tampering: every
         # test from its exercise on scores nothing.
-        flagged = [exercises.index(w.replaces) for w in chosen if tampering(w.code, aliases_in(source))]
+        flagged = [exercises.index(w.replaces) for w in chosen if tampering(w.code, imports_in(source.cells))]
         zero |= (
             {test for cell in exercises[min(flagged) :] for test in exercises_tests[cell]}
             if flagged

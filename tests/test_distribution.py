@@ -84,5 +84,6 @@ def test_it_never_overwrites_without_being_told(tmp_path: Path, capsys: pytest.C
     assert not (destination / "my-answers.ipynb").exists()
     assert (tmp_path / "for-students.zip").stat().st_size > 0
     assert main([str(destination), "--zip"]) == 1  # the folder and the archive are there now
-    with pytest.raises(DistributionError, match="inside the course"):
-        build(REPO / "autograder" / "for-students")
+    for inside in (REPO, REPO / "autograder" / "for-students", REPO / "dist"):
+        with pytest.raises(DistributionError, match="inside the course"):
+            build(inside)

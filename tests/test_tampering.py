@@ -8,7 +8,7 @@ from course import ASSIGNMENTS, REPO, is_solution, is_test, notebook_path, read,
 from test_wrong_submissions import OTHERS
 from traitlets.config import Config
 
-from autograder.preprocessors import FlagTampering, imports, tampering
+from autograder.preprocessors import FlagTampering, imports, imports_in, tampering
 
 SETUP = (
     "import sys\nimport torch\nimport torch.distributed as dist\nfrom torch import nn\nimport numpy as np\n"
@@ -61,10 +61,7 @@ def test_ordinary_code_is_not_taken_for_tampering(code: str) -> None:
 def test_no_solution_and_no_other_correct_answer_is_taken_for_tampering() -> None:
     for assignment in ASSIGNMENTS:
         cells = read(notebook_path("solutions", assignment)).cells
-        aliases: dict[str, str] = {}
-        for cell in cells:
-            if cell.cell_type == "code":
-                aliases.update(imports(cell.source))
+        aliases = imports_in(cells)
         for cell in cells:
             if is_solution(cell):
                 assert tampering(cell.source, aliases) == [], (assignment, cell.source[:200])

@@ -38,6 +38,8 @@ def pipeline_explorer(simulate: Callable, one_f_one_b: Callable, bubble_fraction
     import ipywidgets as widgets
     from IPython.display import display
 
+    from autograder.pipeline_stage import gpipe_order, peak_alive
+
     stages = widgets.IntSlider(value=4, min=1, max=8, description="stages p")
     microbatches = widgets.IntSlider(value=8, min=1, max=24, description="micro-batches m")
     schedule = widgets.ToggleButtons(options=["GPipe", "1F1B"], value="1F1B")
@@ -45,14 +47,12 @@ def pipeline_explorer(simulate: Callable, one_f_one_b: Callable, bubble_fraction
 
     def update(*_: object) -> None:
         p, m = stages.value, microbatches.value
-        if schedule.value == "GPipe":
-            orders = [[("F", i) for i in range(m)] + [("B", i) for i in range(m)] for _ in range(p)]
-        else:
-            orders = [one_f_one_b(p, s, m) for s in range(p)]
+        order_of = gpipe_order if schedule.value == "GPipe" else one_f_one_b
+        orders = [order_of(p, s, m) for s in range(p)]
         times = simulate(orders)
         total = max(end for _, end in times.values())
         idle = (total - 3 * m) / total
-        alive = [_peak(order) for order in orders]
+        alive = [peak_alive(order) for order in orders]
         with output:
             output.clear_output(wait=True)
             fig = draw_pipeline(
@@ -67,11 +67,3 @@ def pipeline_explorer(simulate: Callable, one_f_one_b: Callable, bubble_fraction
         control.observe(update, "value")
     update()
     return widgets.VBox([widgets.HBox([stages, microbatches, schedule]), output])
-
-
-def _peak(order: list) -> int:
-    alive = peak = 0
-    for kind, _ in order:
-        alive += 1 if kind == "F" else -1
-        peak = max(peak, alive)
-    return peak

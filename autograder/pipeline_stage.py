@@ -1,0 +1,128 @@
+"""What notebook 06's code and checks run on: the model's layers, a pipeline `Stage` that traces
+what autograd runs on it, and the orders of steps the tests give (GPipe's, and some written out by
+hand)."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from typing import Any
+
+import torch
+from torch import nn
+
+from .comm import event_number
+
+DIM = 8  # every activation between layers and stages has DIM features
+LAYERS_PER_STAGE = 2
+
+
+def make_layer(generator: torch.Generator | None = None) -> nn.Sequential:
+    """One layer of the course's model: ``tanh(x @ W.T + b)`` on ``DIM`` features."""
+    layer = nn.Sequential(nn.Linear(DIM, DIM), nn.Tanh())
+    if generator is not None:
+        with torch.no_grad():
+            layer[0].weight.copy_(torch.randn(DIM, DIM, generator=generator) / math.sqrt(DIM))
+            layer[0].bias.copy_(torch.randn(DIM, generator=generator) / 4)
+    return layer
+
+
+class _Mark(torch.autograd.Function):
+    """The identity, which notes in ``journal`` when a micro-batch enters the stage and when its
+    backward has left it (the marker sits before the stage's first layer), with the rank's event
+    number, which orders the steps among the messages `CommLog` records."""
+
+    @staticmethod
+    def forward(ctx: Any, x: torch.Tensor, anchor: torch.Tensor, journal: list, index: int) -> torch.Tensor:
+        journal.append(("F", index, event_number()))
+        ctx.journal, ctx.index = journal, index
+        return x.clone()
+
+    @staticmethod
+    def backward(ctx: Any, grad: torch.Tensor) -> tuple:
+        ctx.journal.append(("B", ctx.index, event_number()))
+        return grad, None, None, None
+
+
+class Stage(nn.Module):
+    """The layers of one pipeline stage. ``stage(x)`` runs them; ``stage.trace`` lists, in the
+    order they happened, ``("F", i)`` when the stage's i-th forward began and ``("B", i)`` when the
+    backward of that forward's graph had gone through every layer of the stage. (The checks keep
+    their own record, ``journal``, which ``stage.trace`` only copies.)"""
+
+    def __init__(self, layers: Sequence[nn.Module], journal: list | None = None) -> None:
+        super().__init__()
+        self.layers = nn.Sequential(*layers)
+        self._journal = [] if journal is None else journal
+        # Not a parameter: it makes autograd run the marker's backward even where x needs no grad.
+        self._anchor = torch.zeros((), requires_grad=True)
+
+    @property
+    def trace(self) -> list[tuple[str, int]]:
+        return [(kind, i) for kind, i, _ in self._journal]
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        index = sum(1 for kind, _, _ in self._journal if kind == "F")
+        return self.layers(_Mark.apply(x, self._anchor, self._journal, index))
+
+
+def peak_alive(trace: Sequence[tuple[str, int]]) -> int:
+    """The most micro-batches whose forward had run and whose backward had not finished, at once."""
+    alive = peak = 0
+    for kind, _ in trace:
+        alive += 1 if kind == "F" else -1
+        peak = max(peak, alive)
+    return peak
+
+
+def traced_stage(generator: torch.Generator) -> tuple[Stage, list, list]:
+    """This rank's stage, the checks' own record of its steps, and the rows of every input its
+    first layer was given (in or out of ``stage(x)``)."""
+    journal: list = []
+    rows: list = []
+    stage = Stage([make_layer(generator) for _ in range(LAYERS_PER_STAGE)], journal)
+    stage.layers[0].register_forward_pre_hook(lambda module, args: rows.append(args[0].shape[0]))
+    return stage, journal, rows
+
+
+def stages_from(states: Sequence[dict]) -> list[nn.Sequential]:
+    """The stages of the unsharded model, rebuilt here from the ranks' state dicts."""
+    stages = []
+    for state in states:
+        stage = nn.Sequential(*[make_layer() for _ in range(LAYERS_PER_STAGE)])
+        stage.load_state_dict(state)
+        stages.append(stage)
+    return stages
+
+
+def gpipe_order(num_stages: int, stage: int, num_microbatches: int) -> list[tuple[str, int]]:
+    """GPipe: every micro-batch's forward, then every backward."""
+    return [("F", i) for i in range(num_microbatches)] + [("B", i) for i in range(num_microbatches)]
+
+
+def _parse(order: str) -> list[tuple[str, int]]:
+    return [(step[0], int(step[1:])) for step in order.split()]
+
+
+# Orders written out by hand, one line per stage, for tests of run_schedule that must not
+# depend on a student's 1F1B: valid orders that interleave forwards and backwards in other ways.
+WRITTEN_ORDERS = {
+    "interleaved, 2 stages, 3 micro-batches": ["F0 F1 F2 B0 B1 B2", "F0 F1 B0 B1 F2 B2"],
+    "interleaved, 3 stages, 4 micro-batches": [
+        "F0 F1 B0 F2 F3 B1 B2 B3",
+        "F0 F1 B0 F2 F3 B1 B2 B3",
+        "F0 F1 B0 B1 F2 F3 B2 B3",
+    ],
+    "one micro-batch at a time, 4 stages, 2 micro-batches": ["F0 B0 F1 B1"] * 4,
+    "interleaved, 4 stages, 6 micro-batches": [
+        "F0 F1 F2 B0 F3 B1 F4 B2 F5 B3 B4 B5",
+        "F0 F1 B0 F2 B1 F3 B2 F4 B3 F5 B4 B5",
+        "F0 F1 B0 F2 B1 F3 B2 F4 B3 F5 B4 B5",
+        "F0 F1 B0 F2 B1 F3 B2 F4 B3 F5 B4 B5",
+    ],
+    "GPipe on stage 0, one at a time on stage 1, 3 micro-batches": ["F0 F1 F2 B0 B1 B2", "F0 B0 F1 B1 F2 B2"],
+}
+
+
+def written_order(name: str) -> list[list[tuple[str, int]]]:
+    return [_parse(line) for line in WRITTEN_ORDERS[name]]
