@@ -29,6 +29,7 @@ INSTRUCTORS_ONLY = [
     "release.py",
     "distribution.py",
     "grade_class.py",
+    "sandbox.py",
     "preprocessors.py",
     "nbgrader_config.py",
 ]

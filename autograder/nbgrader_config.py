@@ -26,7 +26,7 @@ c.Execute.interrupt_on_timeout = True
 # shows which tests failed and their messages, never the hidden tests' code. (All three are in
 # autograder/preprocessors.py.)
 c.Autograde.autograde_preprocessors = [
-    "nbgrader.preprocessors.Execute",
+    "autograder.sandbox.SandboxedExecute",
     "nbgrader.preprocessors.IgnorePattern",
     "nbconvert.preprocessors.ClearMetadataPreprocessor",
     "nbgrader.preprocessors.LimitOutput",

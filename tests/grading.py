@@ -40,6 +40,11 @@ from nbgrader.api import Gradebook
 
 from autograder.preprocessors import imports_in, tampering
 from autograder.release import nbgrader_environment
+from autograder.sandbox import bwrap_problem
+
+# Grading sandboxes every submission (autograder/sandbox.py); where bubblewrap is missing, these
+# runs opt out, as an instructor may, and tests/test_sandbox.py is skipped, saying why.
+SANDBOX_OPTIONS = [] if bwrap_problem("bwrap") is None else ["--SandboxedExecute.sandbox=False"]
 
 # A first cell that makes the instructors' and developers' tools impossible to import.
 WITHOUT_INSTRUCTOR_TOOLS = "import sys\n\n" + "".join(
@@ -198,7 +203,9 @@ def grade_share(released: Path, root: Path, students: list[Student]) -> dict[tup
     shutil.copytree(released, root)
     for student in students:
         hand_in(root, student)
-    nbgrader(root, "autograde", "*", "--student", "*", f"--Execute.timeout={CELL_TIMEOUT_S}")
+    nbgrader(
+        root, "autograde", "*", "--student", "*", f"--Execute.timeout={CELL_TIMEOUT_S}", *SANDBOX_OPTIONS
+    )
     if any(s.name == "solutions" for s in students):
         nbgrader(root, "generate_feedback", "*", "--student", "solutions")
         nbgrader(root, "export", "--to", str(root / "grades.csv"))

@@ -10,12 +10,13 @@ from pathlib import Path
 
 import pytest
 from course import is_test, read
-from grading import class_of, hand_in
+from grading import SANDBOX_OPTIONS, class_of, hand_in
 from nbgrader.api import Gradebook
 
 from autograder.grade_class import main
 
 ASSIGNMENT = "01-memory-hierarchy"
+NO_SANDBOX = ["--no-sandbox"] if SANDBOX_OPTIONS else []  # where bubblewrap is missing
 
 
 def scores(root: Path) -> dict[str, float]:
@@ -32,7 +33,7 @@ def test_a_class_is_graded_in_parallel_and_resumed(
     for name in ("solutions", "untouched", "wrong-0"):
         hand_in(root, students[name])
 
-    assert main([ASSIGNMENT, "--jobs", "2", "--root", str(root)]) == 0
+    assert main([ASSIGNMENT, "--jobs", "2", "--root", str(root), *NO_SANDBOX]) == 0
     printed = capsys.readouterr().out
     assert "3 to grade, 2 at a time" in printed and "[3/3" in printed and "graded 3 in" in printed
     graded = scores(root)
@@ -44,13 +45,25 @@ def test_a_class_is_graded_in_parallel_and_resumed(
     assert "failed: test_" in printed  # the wrong answers' test cells, by name
 
     # Run again: nothing to do. Hand one student's notebook in again: only that one is graded.
-    assert main([ASSIGNMENT, "--root", str(root)]) == 0
+    assert main([ASSIGNMENT, "--root", str(root), *NO_SANDBOX]) == 0
     assert "0 to grade, 1 at a time (3 graded already)" in capsys.readouterr().out
     resubmitted = next((root / "submitted" / "untouched" / ASSIGNMENT).glob("*.ipynb"))
     later = time.time() + 5
     os.utime(resubmitted, (later, later))
-    assert main([ASSIGNMENT, "--root", str(root)]) == 0
+    assert main([ASSIGNMENT, "--root", str(root), *NO_SANDBOX]) == 0
     assert "1 to grade, 1 at a time (2 graded already)" in capsys.readouterr().out
 
     with pytest.raises(SystemExit, match="nobody"):
-        main([ASSIGNMENT, "--root", str(root), "--students", "nobody"])
+        main([ASSIGNMENT, "--root", str(root), "--students", "nobody", *NO_SANDBOX])
+
+
+def test_a_class_is_not_graded_without_a_sandbox_unless_asked(
+    released_course: Path, tmp_path: Path, capsys: pytest.CaptureFixture, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    root = tmp_path / "course"
+    shutil.copytree(released_course, root)
+    hand_in(root, {s.name: s for s in class_of(ASSIGNMENT)}["untouched"])
+    monkeypatch.setattr("autograder.sandbox.bwrap_problem", lambda bwrap: "bubblewrap is not installed.")
+    assert main([ASSIGNMENT, "--root", str(root)]) == 2
+    assert "Install bubblewrap" in capsys.readouterr().err
+    assert not (root / "autograded").exists()

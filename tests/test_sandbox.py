@@ -1,0 +1,317 @@
+"""Hostile submissions, graded by plain ``nbgrader autograde`` with the course's configuration.
+
+A small assignment of four tests (1 point each) is handed in by two honest students and by
+one student for each attack in tests/hostile_submissions/. Each attack is code a student puts
+in the answer cell of the second exercise, followed by the right answer (or, with ``answer:
+wrong``, a wrong one; with ``answer: none``, the attack's own); its docstring says how a sound
+grader grades it:
+
+- ``expect: full``: the attack is contained, and the submission keeps all three points;
+- ``expect: second fails: <words>``: the attack stops the notebook, so the tests after the
+  first score nothing, and the first keeps its point; a failed test says ``<words>``.
+
+The whole class is graded in one nbgrader run, so an attack that stopped or killed the grader,
+or changed the gradebook, another student's folder or the course, shows in everyone's grades.
+"""
+
+from __future__ import annotations
+
+import ast
+import os
+import shutil
+import subprocess
+import sys
+import time
+import uuid
+from dataclasses import dataclass
+from pathlib import Path
+
+import nbformat
+import pytest
+from nbgrader.api import Gradebook
+
+from autograder import grade_class
+from autograder.release import nbgrader_environment
+from autograder.sandbox import GiB, bwrap_problem
+
+REPO = Path(__file__).resolve().parents[1]
+HOSTILE = Path(__file__).parent / "hostile_submissions"
+ASSIGNMENT = "00-sandbox"
+NOTEBOOK = "sandbox"
+HONEST = ["honest-first", "honest-last"]
+TESTS = ["test_first", "test_second", "test_third", "test_fourth"]
+HIDDEN = "hidden-test-7f3a9c"  # in the hidden test: must never reach a graded notebook
+SECRET = "grader-token-52d1e8"  # in the grader's environment: must never reach a kernel
+MARKER = f"hostile-{uuid.uuid4().hex[:12]}"  # in every process an attack starts
+# Short limits, so the attacks that hang or hog cost little: a cell may run 8 s, the notebook
+# 12 s (so a hang that ignores interrupts is cut by the budget, not by a timeout per cell).
+LIMITS = [
+    "--Execute.timeout=8",
+    "--SandboxedExecute.notebook_timeout=12",
+    f"--SandboxedExecute.max_memory={GiB}",
+    "--SandboxedExecute.max_tasks=200",
+]
+FAKE_CHECKS = "def expect_equal(*args, **kwargs):\n    pass\n"
+
+pytestmark = pytest.mark.skipif(
+    bwrap_problem("bwrap") is not None,
+    reason=f"no sandbox here: {bwrap_problem('bwrap')} Install bubblewrap (apt install bubblewrap).",
+)
+
+
+@dataclass
+class Attack:
+    name: str
+    doc: str
+    code: str
+
+    @property
+    def fields(self) -> dict[str, str]:
+        return dict(line.split(": ", 1) for line in self.doc.splitlines() if ": " in line and line[0] != " ")
+
+    @property
+    def contained(self) -> bool:
+        return self.fields["expect"] == "full"
+
+    @property
+    def says(self) -> str:
+        return self.fields["expect"].removeprefix("second fails: ")
+
+
+def attacks() -> list[Attack]:
+    found = []
+    for path in sorted(HOSTILE.glob("*.py")):
+        module = ast.parse(path.read_text())
+        doc = ast.get_docstring(module) or ""
+        body = module.body[1:]
+        found.append(Attack(path.stem, doc, ast.unparse(body) if body else ""))
+    return found
+
+
+def _cell(kind: str, source: str, grade_id: str = "", points: int = 0) -> nbformat.NotebookNode:
+    if kind == "markdown":
+        return nbformat.v4.new_markdown_cell(source)
+    cell = nbformat.v4.new_code_cell(source)
+    if grade_id:
+        solution = kind == "answer"
+        cell.metadata.nbgrader = {
+            "grade": not solution,
+            "solution": solution,
+            "locked": not solution,
+            "grade_id": grade_id,
+            "schema_version": 3,
+            **({} if solution else {"points": points}),
+        }
+    return cell
+
+
+def source_notebook() -> nbformat.NotebookNode:
+    hidden = f"### BEGIN HIDDEN TESTS\nassert second() + 0 == 2  # {HIDDEN}\n### END HIDDEN TESTS"
+    nb = nbformat.v4.new_notebook()
+    nb.metadata.kernelspec = {"name": "python3", "display_name": "Python 3", "language": "python"}
+    nb.cells = [
+        _cell("markdown", "# A small assignment, for grading hostile submissions"),
+        _cell("answer", "### BEGIN SOLUTION\ndef first():\n    return 1\n### END SOLUTION", "first"),
+        _cell("test", "assert first() == 1", "test_first", 1),
+        _cell("answer", "### BEGIN SOLUTION\ndef second():\n    return 2\n### END SOLUTION", "second"),
+        _cell(
+            "test",
+            f"from autograder.checks import expect_equal\n\nexpect_equal(second(), 2, 'second()')\n{hidden}",
+            "test_second",
+            1,
+        ),
+        _cell("test", "assert first() + second() == 3", "test_third", 1),
+        _cell("test", "assert second() - first() == 1", "test_fourth", 1),
+    ]
+    return nb
+
+
+def nbgrader(root: Path, *args: str, check: bool = True) -> subprocess.CompletedProcess:
+    env = {**nbgrader_environment(), "COURSE_GRADER_TOKEN": SECRET}
+    done = subprocess.run(
+        [sys.executable, "-m", "nbgrader", *args],
+        cwd=root,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    if check and done.returncode:
+        pytest.fail(f"nbgrader {' '.join(args)} failed:\n{done.stdout[-3000:]}\n{done.stderr[-6000:]}")
+    return done
+
+
+def hand_in(root: Path, student: str, second: str, beside: list[str] = ()) -> None:
+    release = nbformat.read(root / "notebooks" / ASSIGNMENT / f"{NOTEBOOK}.ipynb", as_version=4)
+    for cell in release.cells:
+        grade_id = cell.metadata.get("nbgrader", {}).get("grade_id")
+        if grade_id == "first":
+            cell.source = "def first():\n    return 1"
+        elif grade_id == "second":
+            cell.source = second
+    folder = root / "submitted" / student / ASSIGNMENT
+    folder.mkdir(parents=True)
+    nbformat.write(release, folder / f"{NOTEBOOK}.ipynb")
+    for name in beside:
+        (folder / name).parent.mkdir(parents=True, exist_ok=True)
+        (folder / name).write_text(FAKE_CHECKS)
+
+
+def attack_cell(attack: Attack, root: Path) -> str:
+    names = f"COURSE = {str(root)!r}\nASSIGNMENT = {ASSIGNMENT!r}\nMARKER = {MARKER!r}\n"
+    answers = {"right": "return 2", "wrong": "return 0", "none": None}
+    answer = answers[attack.fields.get("answer", "right")]
+    definition = f"\n\n\ndef second():\n    {answer}\n" if answer else "\n"
+    return f"{names}{attack.code}{definition}"
+
+
+@pytest.fixture(scope="module")
+def released(tmp_path_factory) -> Path:
+    root = tmp_path_factory.mktemp("sandbox") / "course"
+    (root / "autograder").mkdir(parents=True)
+    shutil.copy(REPO / "nbgrader_config.py", root)
+    shutil.copy(REPO / "autograder" / "nbgrader_config.py", root / "autograder")
+    (root / "solutions" / ASSIGNMENT).mkdir(parents=True)
+    nbformat.write(source_notebook(), root / "solutions" / ASSIGNMENT / f"{NOTEBOOK}.ipynb")
+    nbgrader(root, "generate_assignment", ASSIGNMENT)
+    return root
+
+
+@dataclass
+class GradedClass:
+    root: Path
+    scores: dict[str, dict[str, float]]  # student -> test -> score
+    seconds: float
+    log: str
+
+    def outputs(self, student: str) -> dict[str, str]:
+        """Each graded or answer cell's outputs in the student's graded notebook, as text."""
+        path = self.root / "autograded" / student / ASSIGNMENT / f"{NOTEBOOK}.ipynb"
+        nb = nbformat.read(path, as_version=4)
+        cells = [c for c in nb.cells if c.metadata.get("nbgrader", {}).get("grade_id")]
+        return {c.metadata.nbgrader["grade_id"]: str(c.get("outputs", [])) for c in cells}
+
+
+@pytest.fixture(scope="module")
+def graded(released: Path, tmp_path_factory) -> GradedClass:
+    root = tmp_path_factory.mktemp("hostile") / "course"
+    shutil.copytree(released, root)
+    hand_in(root, HONEST[0], "def second():\n    return 2")
+    for attack in attacks():
+        hand_in(root, attack.name, attack_cell(attack, root), attack.fields.get("beside", "").split())
+    hand_in(root, HONEST[1], "def second():\n    return 2")
+    start = time.perf_counter()
+    done = nbgrader(root, "autograde", ASSIGNMENT, *LIMITS)
+    seconds = time.perf_counter() - start
+    scores = {}
+    with Gradebook(f"sqlite:///{root / 'gradebook.db'}") as gradebook:
+        for student in [*HONEST, *(a.name for a in attacks())]:
+            notebook = gradebook.find_submission_notebook(NOTEBOOK, ASSIGNMENT, student)
+            scores[student] = {g.name: g.score for g in notebook.grades}
+    print(f"\n{len(scores)} hostile and honest submissions graded in {seconds:.0f} s")
+    return GradedClass(root, scores, seconds, done.stdout + done.stderr)
+
+
+def test_honest_students_keep_every_point(graded: GradedClass) -> None:
+    for student in HONEST:
+        assert graded.scores[student] == dict.fromkeys(TESTS, 1.0), graded.outputs(student)
+
+
+@pytest.mark.parametrize("attack", attacks(), ids=lambda a: a.name)
+def test_attack_is_graded_soundly(graded: GradedClass, attack: Attack) -> None:
+    scores = graded.scores[attack.name]
+    outputs = {k: v for k, v in graded.outputs(attack.name).items() if k.startswith("test_")}
+    if attack.contained:
+        assert scores == dict.fromkeys(TESTS, 1.0), outputs
+    else:
+        assert scores == {"test_first": 1.0, **dict.fromkeys(TESTS[1:], 0.0)}, outputs
+        assert any(attack.says in outputs[test] for test in TESTS[1:]), outputs
+
+
+def test_nothing_an_attack_started_is_left_running(graded: GradedClass) -> None:
+    left = []
+    for pid in filter(str.isdigit, os.listdir("/proc")):
+        try:
+            cmdline = Path(f"/proc/{pid}/cmdline").read_bytes()
+        except OSError:
+            continue
+        if MARKER.encode() in cmdline and int(pid) != os.getpid():
+            left.append(cmdline.replace(b"\0", b" ").decode(errors="replace"))
+    assert not left
+
+
+def test_no_attack_changed_the_course_or_another_students_folder(graded: GradedClass) -> None:
+    assert MARKER not in (REPO / "autograder" / "checks.py").read_text()
+    for stage in ("submitted", "autograded"):
+        planted = (graded.root / stage).glob(f"*/{ASSIGNMENT}/autograder")
+        assert [p.parent.parent.name for p in planted] == ["shadows_checks"]  # its own, handed in
+
+
+def test_no_secret_reached_a_submission(graded: GradedClass) -> None:
+    for student in graded.scores:
+        answers = graded.outputs(student)["second"]
+        for secret in (HIDDEN, "BEGIN SOLUTION", SECRET, "gradebook.db"):
+            assert secret not in answers, (student, secret)
+    assert "'HOME'" in graded.outputs("reads_secrets")["second"]  # the attack did run
+
+
+def test_hangs_and_hogs_cost_little_time(graded: GradedClass) -> None:
+    # Without the notebook's budget, ignores_interrupt and stops_itself would each cost 3 cell
+    # timeouts (24 s); with it, 12 s. The rest take a few seconds each.
+    assert graded.seconds < 12 * 2 + 8 * len(attacks()), graded.seconds
+
+
+def test_grading_stops_where_there_is_no_sandbox(released: Path, tmp_path) -> None:
+    root = tmp_path / "course"
+    shutil.copytree(released, root)
+    hand_in(root, HONEST[0], "def second():\n    return 2")
+    done = nbgrader(root, "autograde", ASSIGNMENT, "--SandboxedExecute.bwrap=no-such-bwrap", check=False)
+    assert done.returncode != 0
+    assert "Install bubblewrap" in done.stdout + done.stderr
+    assert not (root / "autograded" / HONEST[0] / ASSIGNMENT).exists()
+
+
+def test_grading_without_a_sandbox_says_so(released: Path, tmp_path) -> None:
+    root = tmp_path / "course"
+    shutil.copytree(released, root)
+    hand_in(root, HONEST[0], "def second():\n    return 2")
+    done = nbgrader(root, "autograde", ASSIGNMENT, "--SandboxedExecute.sandbox=False")
+    assert "WITHOUT a sandbox" in done.stdout + done.stderr
+    with Gradebook(f"sqlite:///{root / 'gradebook.db'}") as gradebook:
+        assert gradebook.find_submission(ASSIGNMENT, HONEST[0]).score == len(TESTS)
+
+
+def test_the_class_command_reports_what_the_sandbox_stopped(
+    released: Path, tmp_path: Path, capsys: pytest.CaptureFixture, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    root = tmp_path / "course"
+    shutil.copytree(released, root)
+    with (root / "nbgrader_config.py").open("a") as config:  # the short limits, as configuration
+        config.write("\n" + "\n".join(f"c.{option[2:]}" for option in LIMITS) + "\n")
+    hand_in(root, HONEST[0], "def second():\n    return 2")
+    for attack in attacks():
+        if attack.name in ("fork_bomb", "hangs_everywhere"):
+            hand_in(root, attack.name, attack_cell(attack, root), [])
+    # All three in one nbgrader process (a class this small would get one each), so that what
+    # its log says is told apart by student.
+    monkeypatch.setattr(grade_class, "groups_of", lambda students, jobs: [students])
+    assert grade_class.main([ASSIGNMENT, "--root", str(root)]) == 0
+    printed = capsys.readouterr().out
+    lines = {
+        line.split("] ", 1)[1].split(":", 1)[0]: line for line in printed.splitlines() if line.startswith("[")
+    }
+    assert "4/4 in" in lines[HONEST[0]] and "stopped" not in lines[HONEST[0]]
+    assert "processes and threads at once" in lines["fork_bomb"]
+    assert (
+        "time budget" in lines["hangs_everywhere"] and "timed out: test_second" in lines["hangs_everywhere"]
+    )
+    assert "the sandbox stopped the notebooks of: fork_bomb, hangs_everywhere" in printed
+
+
+def test_a_class_is_graded_a_few_students_to_an_nbgrader_process() -> None:
+    students = [f"s{i:03d}" for i in range(100)]
+    for jobs in (1, 2, 16):
+        groups = grade_class.groups_of(students, jobs)
+        assert sum(groups, []) == students
+        assert max(map(len, groups)) <= 8 and len(groups) >= min(len(students), 4 * jobs)
+    assert grade_class.groups_of(students[:5], 2) == [[s] for s in students[:5]]
