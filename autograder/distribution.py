@@ -30,6 +30,7 @@ INSTRUCTORS_ONLY = [
     "distribution.py",
     "grade_class.py",
     "sandbox.py",
+    "sandbox_watchdog.py",
     "preprocessors.py",
     "nbgrader_config.py",
 ]

@@ -32,18 +32,14 @@ submission and says how to install it, unless the instructor turns the sandbox o
 
 from __future__ import annotations
 
-import contextlib
 import functools
 import glob
 import os
 import shutil
-import signal
 import subprocess
 import sys
 import tempfile
-import threading
 import time
-from collections import deque
 from pathlib import Path
 from typing import Any
 
@@ -55,8 +51,8 @@ from traitlets import Bool, Integer, Unicode
 
 from .distribution import PACKAGES
 from .release import ROOT
+from .sandbox_watchdog import GiB, Watchdog
 
-GiB = 2**30
 INSTALL = (
     "Install bubblewrap from your system's packages: `sudo apt install bubblewrap` (Debian, "
     "Ubuntu), `sudo dnf install bubblewrap` (Fedora), `sudo pacman -S bubblewrap` (Arch). "
@@ -218,126 +214,6 @@ def sandbox_environment(env: dict[str, str]) -> dict[str, str]:
     return {**kept, "HOME": "/tmp/home", "TMPDIR": "/tmp", "MPLCONFIGDIR": "/tmp/home/matplotlib"}
 
 
-def _children(pid: int) -> list[int]:
-    children = []
-    for entry in os.scandir("/proc"):
-        if entry.name.isdigit():
-            try:
-                stat = Path(f"/proc/{entry.name}/stat").read_text()
-            except OSError:
-                continue
-            if int(stat.rsplit(")", 1)[1].split()[1]) == pid:
-                children.append(int(entry.name))
-    return children
-
-
-def _tasks_and_memory(pid: int) -> tuple[int, int]:
-    """A process's thread count and proportional set size in bytes (0, 0 if it is gone)."""
-    try:
-        threads = int(Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[17])
-        rollup = Path(f"/proc/{pid}/smaps_rollup").read_text()
-    except (OSError, IndexError, ValueError):
-        return 0, 0
-    pss = next((line.split()[1] for line in rollup.splitlines() if line.startswith("Pss:")), "0")
-    return threads, int(pss) * 1024
-
-
-def _used(folder: str) -> int:
-    try:
-        stats = os.statvfs(folder)
-    except OSError:
-        return 0
-    return (stats.f_blocks - stats.f_bfree) * stats.f_frsize
-
-
-class Watchdog(threading.Thread):
-    """Stops a sandbox whose tasks or memory pass their caps, and keeps their peaks."""
-
-    def __init__(
-        self,
-        bwrap: subprocess.Popen,
-        max_tasks: int,
-        max_memory: int,
-        cgroup: Path | None,
-        interval: float = 0.2,
-    ):
-        super().__init__(name=f"sandbox-watchdog-{bwrap.pid}", daemon=True)
-        self.bwrap, self.max_tasks, self.max_memory = bwrap, max_tasks, max_memory
-        self.cgroup = cgroup
-        self.interval = interval
-        self.init_pid: int | None = None  # the sandbox's pid 1 (the kernel), as the grader sees it
-        self.namespace: str | None = None  # its pid namespace
-        self.reason: str | None = None  # why it stopped the sandbox
-        self.peak_tasks = self.peak_memory = 0
-        self._done = threading.Event()
-
-    def run(self) -> None:
-        namespace = self.namespace = self._namespace()
-        while namespace is not None and not self._done.wait(self.interval):
-            if self._refused_forks():  # checked first: a scan of /proc is slow during a fork bomb
-                self.stop(f"it tried to run more than {self.max_tasks} processes and threads at once")
-                return
-            members = [
-                int(e.name) for e in os.scandir("/proc") if e.name.isdigit() and _in(e.name, namespace)
-            ]
-            if not members:
-                return
-            tasks = memory = 0
-            for i, pid in enumerate(members):
-                threads, pss = _tasks_and_memory(pid)
-                tasks, memory = tasks + threads, memory + pss
-                if tasks >= self.max_tasks or (i % 16 == 15 and self._refused_forks()):
-                    break
-            root = f"/proc/{self.init_pid}/root"
-            memory += _used(f"{root}/tmp") + _used(f"{root}/dev/shm")
-            self.peak_tasks, self.peak_memory = max(self.peak_tasks, tasks), max(self.peak_memory, memory)
-            if tasks >= self.max_tasks or self._refused_forks():
-                self.stop(f"it tried to run more than {self.max_tasks} processes and threads at once")
-            elif memory > self.max_memory:
-                self.stop(f"it used more than {self.max_memory / GiB:.1f} GiB of memory")
-
-    def _refused_forks(self) -> bool:
-        # The pids cgroup counts the forks it refused: one read, however many processes there are.
-        try:
-            events = (self.cgroup / "pids.events").read_text() if self.cgroup else "max 0"
-        except OSError:
-            return False
-        return int(events.split()[1]) > 0
-
-    def _namespace(self) -> str | None:
-        deadline = time.monotonic() + 30
-        while time.monotonic() < deadline and not self._done.is_set():
-            for child in _children(self.bwrap.pid):
-                try:
-                    namespace = os.readlink(f"/proc/{child}/ns/pid")
-                except OSError:
-                    continue
-                if namespace != os.readlink("/proc/self/ns/pid"):
-                    self.init_pid = child
-                    return namespace
-            time.sleep(0.02)
-        return None
-
-    def stop(self, reason: str | None = None) -> None:
-        """Kill everything in the sandbox (its pid 1 takes the rest with it) and stop watching."""
-        if reason and self.reason is None:
-            self.reason = reason
-        self._done.set()
-        # Only while they are still the sandbox's: a pid is reused once its process is gone.
-        if self.init_pid is not None and self.namespace and _in(str(self.init_pid), self.namespace):
-            with contextlib.suppress(OSError):
-                os.kill(self.init_pid, signal.SIGKILL)
-        if self.bwrap.poll() is None:
-            self.bwrap.kill()
-
-
-def _in(pid: str, namespace: str) -> bool:
-    try:
-        return os.readlink(f"/proc/{pid}/ns/pid") == namespace
-    except OSError:
-        return False
-
-
 class SandboxedKernelManager(AsyncKernelManager):
     """A kernel manager whose kernel runs in a bubblewrap sandbox, under a watchdog."""
 
@@ -350,7 +226,6 @@ class SandboxedKernelManager(AsyncKernelManager):
         self.hidden: list[Path] = [ROOT.resolve(), Path.cwd().resolve()]  # the course's folders
         self.watchdog: Watchdog | None = None
         self.cgroup: Path | None = None
-        self.output_tail: deque[bytes] = deque(maxlen=64)  # the end of the kernel's stdout and stderr
         self._runtime = tempfile.mkdtemp(prefix="sandbox-")
 
     @property
@@ -389,17 +264,13 @@ class SandboxedKernelManager(AsyncKernelManager):
         # Not watched through its parent's pid, which the sandbox hides: bwrap's --die-with-parent
         # stops it when the grader dies.
         kw["independent"] = True
-        kw["stdout"], kw["stderr"] = subprocess.PIPE, subprocess.STDOUT
+        # The grader's terminal is not the submission's: what the kernel writes outside the cells'
+        # output (its own start-up notes) goes nowhere.
+        kw["stdout"], kw["stderr"] = subprocess.DEVNULL, subprocess.DEVNULL
         await super()._async_launch_kernel(command, **kw)
         process = self.provisioner.process
-        threading.Thread(target=self._drain, args=(process.stdout,), daemon=True).start()
         self.watchdog = Watchdog(process, self.max_tasks, self.max_memory, self.cgroup)
         self.watchdog.start()
-
-    def _drain(self, stream: Any) -> None:
-        # The kernel's own stdout and stderr (the grader's terminal is not theirs): keep the end.
-        for chunk in iter(lambda: stream.read1(4096), b""):
-            self.output_tail.append(chunk)
 
     def stop_sandbox(self, reason: str) -> None:
         if self.watchdog is not None:
