@@ -14,13 +14,17 @@ given, so an interrupted run picks up where it stopped. It prints a line per stu
 score, failed and timed-out test cells, whether the sandbox stopped the notebook, and whether
 its code was flagged for tampering) with an estimate of the time left, and a summary at the
 end. The gradebook is shared by the workers: on SQLite, each waits for the others' writes
-rather than failing.
+rather than failing. On Linux, each worker's notebooks run on cores of their own (this process's
+cores dealt out among the workers), so that J kernels do not each start as many threads as the
+machine has cores.
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import os
+import queue
 import subprocess
 import sys
 import time
@@ -85,10 +89,27 @@ def groups_of(students: list[str], jobs: int) -> list[list[str]]:
     return [students[i : i + size] for i in range(0, len(students), size)]
 
 
+def core_sets(jobs: int) -> list[set[int]]:
+    """This process's cores dealt out among ``jobs`` workers (round the machine again where there
+    are more workers than cores); none where the system cannot pin processes to cores."""
+    if not hasattr(os, "sched_setaffinity") or jobs < 2:
+        return []
+    cores = sorted(os.sched_getaffinity(0))
+    if jobs >= len(cores):
+        return [{cores[i % len(cores)]} for i in range(jobs)]
+    return [set(cores[i::jobs]) for i in range(jobs)]
+
+
 def grade_group(
-    root: Path, assignment: str, students: list[str], everyone: list[str], options: list[str] = ()
+    root: Path,
+    assignment: str,
+    students: list[str],
+    everyone: list[str],
+    options: list[str] = (),
+    cores: set[int] | None = None,
 ) -> list[Outcome]:
-    """``nbgrader autograde`` for a few students, one after another, in one process."""
+    """``nbgrader autograde`` for a few students, one after another, in one process (on
+    ``cores`` only, if given)."""
     command = [sys.executable, "-m", "nbgrader", "autograde", assignment, *_database_url(root), *options]
     others = [s for s in everyone if s not in students]
     command += [f"--CourseDirectory.student_id_exclude={','.join(others)}"] if others else []
@@ -103,6 +124,10 @@ def grade_group(
         stderr=subprocess.STDOUT,
         text=True,
     )
+    if cores:
+        # Before nbgrader has imported itself, let alone started a kernel, which inherits it.
+        with contextlib.suppress(ProcessLookupError):  # (an nbgrader that failed at once)
+            os.sched_setaffinity(process.pid, cores)
     # nbgrader logs "Creating/updating student with ID 'x'" as it starts on each student.
     starts: dict[str, float] = {}
     lines: dict[str, list[str]] = {s: [] for s in students}
@@ -200,11 +225,19 @@ def grade_class(
     )
     outcomes: list[Outcome] = []
     start = time.perf_counter()
+    free: queue.Queue[set[int] | None] = queue.Queue()
+    for cores in core_sets(jobs) or [None] * max(1, jobs):
+        free.put(cores)
+
+    def grade_on_free_cores(group: list[str]) -> list[Outcome]:
+        cores = free.get()  # a worker's cores, while it grades this group
+        try:
+            return grade_group(root, assignment, group, everyone, options, cores)
+        finally:
+            free.put(cores)
+
     with ThreadPoolExecutor(max(1, jobs)) as pool:
-        running = [
-            pool.submit(grade_group, root, assignment, group, everyone, options)
-            for group in groups_of(todo, jobs)
-        ]
+        running = [pool.submit(grade_on_free_cores, group) for group in groups_of(todo, jobs)]
         for future in as_completed(running):
             for outcome in future.result():
                 read_results(root, assignment, outcome)

@@ -11,7 +11,9 @@ executes every submission with `SandboxedExecute`, which starts its kernel with
   solutions, source notebooks, tests, git history, gradebook or student folder, and the kernel
   runs in an empty folder, so files handed in beside a notebook cannot shadow the course's
   modules. /tmp, /dev/shm and $HOME are private and empty, and the environment is reduced to
-  what Python, torch and the launcher read.
+  what Python, torch and the launcher read. GPUs are hidden unless the instructor shows them
+  (``--SandboxedExecute.gpus=True``): the tests run on the CPU, so a grade means the same on
+  any grader, and kernels graded in parallel do not contend for one GPU.
 - A watchdog in the grading process counts the sandbox's tasks (processes and threads) and its
   memory (the proportional set size of its processes, plus what its /tmp and /dev/shm hold)
   several times a second, and stops the whole sandbox when either passes its cap. Inside, the
@@ -176,7 +178,13 @@ def python_paths(kernel_python: str) -> list[str]:
 
 
 def sandbox_command(
-    bwrap: str, kernel_cmd: list[str], runtime: str, hidden: list[Path], max_tasks: int, max_file: int
+    bwrap: str,
+    kernel_cmd: list[str],
+    runtime: str,
+    hidden: list[Path],
+    max_tasks: int,
+    max_file: int,
+    gpus: bool = False,
 ) -> list[str]:
     """The bwrap command line that runs ``kernel_cmd`` in the sandbox.
 
@@ -187,8 +195,8 @@ def sandbox_command(
     shown = [p for p in python_paths(kernel_cmd[0]) if not any(Path(p).is_relative_to(h) for h in hidden)]
     mounts = _readable(SYSTEM) + _readable(shown)
     mounts += ["--ro-bind", "/sys", "/sys", "--proc", "/proc", "--dev", "/dev"]
-    for device in sorted(glob.glob("/dev/nvidia*") + glob.glob("/dev/dri")):
-        mounts += ["--dev-bind", device, device]  # a GPU, where there is one
+    for device in sorted(glob.glob("/dev/nvidia*") + glob.glob("/dev/dri")) if gpus else []:
+        mounts += ["--dev-bind", device, device]
     mounts += ["--tmpfs", "/dev/shm", "--tmpfs", "/tmp", "--dir", "/tmp/home", "--dir", "/tmp/work"]
     for folder in hidden:
         if any(folder.is_relative_to(p) for p in [*shown, "/usr", "/etc"]):
@@ -210,9 +218,13 @@ def sandbox_command(
     ]
 
 
-def sandbox_environment(env: dict[str, str]) -> dict[str, str]:
+def sandbox_environment(env: dict[str, str], gpus: bool = False) -> dict[str, str]:
     """The kernel's environment: none of the grader's own settings, tokens or paths."""
     kept = {k: v for k, v in env.items() if k in KEPT or k.startswith(KEPT_PREFIXES)}
+    if gpus and "LD_LIBRARY_PATH" in env:
+        kept["LD_LIBRARY_PATH"] = env["LD_LIBRARY_PATH"]  # where some systems keep the CUDA driver
+    if not gpus:
+        kept["CUDA_VISIBLE_DEVICES"] = ""  # CUDA then finds no GPU at once, without asking the driver
     return {**kept, "HOME": "/tmp/home", "TMPDIR": "/tmp", "MPLCONFIGDIR": "/tmp/home/matplotlib"}
 
 
@@ -222,6 +234,7 @@ class SandboxedKernelManager(AsyncKernelManager):
     max_tasks = Integer(512, help="Processes and threads the sandbox may run at once.")
     max_memory = Integer(4 * GiB, help="Bytes of memory the sandbox may use.")
     bwrap = Unicode("bwrap", help="The bubblewrap program.")
+    gpus = Bool(False, help="Show the machine's GPUs to the kernel.")
 
     def __init__(self, **kwargs: Any):
         super().__init__(**kwargs)
@@ -253,7 +266,9 @@ class SandboxedKernelManager(AsyncKernelManager):
         # cgroup for root; the watchdog stops the sandbox when it is reached, and is the only
         # cap where neither can be had. (A fork bomb starves the watchdog of CPU time.)
         nproc = self.max_tasks if nproc_counts_per_sandbox() else 0
-        command = sandbox_command(self.bwrap, kernel_cmd, self._runtime, self.hidden, nproc, self.max_memory)
+        command = sandbox_command(
+            self.bwrap, kernel_cmd, self._runtime, self.hidden, nproc, self.max_memory, self.gpus
+        )
         self.cgroup = None if nproc else pids_cgroup(self.max_tasks)
         if self.cgroup is not None:
             command = [
@@ -263,7 +278,7 @@ class SandboxedKernelManager(AsyncKernelManager):
                 str(self.cgroup / "cgroup.procs"),
                 *command,
             ]
-        kw["env"] = sandbox_environment(kw.get("env") or dict(os.environ))
+        kw["env"] = sandbox_environment(kw.get("env") or dict(os.environ), self.gpus)
         kw.pop("cwd", None)
         # Not watched through its parent's pid, which the sandbox hides: bwrap's --die-with-parent
         # stops it when the grader dies.
@@ -333,6 +348,11 @@ class SandboxedExecute(Execute):
     max_memory = Integer(4 * GiB, help="Bytes of memory a notebook's sandbox may use.").tag(config=True)
     max_tasks = Integer(512, help="Processes and threads a notebook's sandbox may run.").tag(config=True)
     max_output = Integer(1_000_000, help="Characters of output kept from one cell.").tag(config=True)
+    gpus = Bool(
+        False,
+        help="Show the machine's GPUs to the kernels. Off: the tests run on the CPU, so a grade does "
+        "not depend on the grader's GPUs, and notebooks graded in parallel do not share one.",
+    ).tag(config=True)
     spare_kernel = Bool(
         True,
         help="While a notebook runs, start the next one's kernel and do the assignment's imports in it.",
@@ -368,12 +388,13 @@ class SandboxedExecute(Execute):
 
     def _configure(self, km: SandboxedKernelManager) -> None:
         km.max_tasks, km.max_memory, km.bwrap = self.max_tasks, self.max_memory, self.bwrap
+        km.gpus = self.gpus
         course = self.config.get("CourseDirectory", {}).get("root")
         km.hidden += [Path(course).resolve()] if course else []
 
     def _spare_key(self, km: SandboxedKernelManager) -> tuple:
         """What a spare kernel must have been started with to run this notebook."""
-        settings = (km.kernel_name, km.max_tasks, km.max_memory, km.bwrap, tuple(km.hidden))
+        settings = (km.kernel_name, km.max_tasks, km.max_memory, km.bwrap, km.gpus, tuple(km.hidden))
         # (nbclient adds the history file's argument as it starts a kernel.)
         arguments = tuple(a for a in self.extra_arguments if not a.startswith("--HistoryManager.hist_file"))
         return (*settings, arguments, sandbox_spare.warm_up_code(self.nb))

@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import gc
 import math
-import sys
 import time
 import weakref
 from collections.abc import Callable, Sequence
@@ -79,7 +78,6 @@ class _Storages(TorchDispatchMode):
         # collective returned: the least of a few readings, a little apart, is what the rank keeps.
         readings = []
         for _ in range(3):
-            _drop_stack_snapshots()
             gc.collect()
             readings.append(self._alive_bytes_now(excluded))
             time.sleep(0.01)
@@ -92,24 +90,6 @@ class _Storages(TorchDispatchMode):
             if not ref.expired() and pointer not in skip and nbytes:
                 alive[pointer] = max(alive.get(pointer, 0), nbytes)
         return sum(alive.values())
-
-
-def _drop_stack_snapshots() -> None:
-    """Let go of the launcher's last snapshot of this rank's stack.
-
-    To say where a hung rank is, the launcher's control thread in each rank answers its questions
-    with ``sys._current_frames()``, and keeps that snapshot until the next question, seconds later
-    perhaps. The frames it saw stay alive meanwhile, and so do their local variables: a function
-    the checks measure would seem to keep its temporaries after it returned. Emptying the snapshot
-    (a dict the control thread no longer needs once it has answered) frees them."""
-    for frame in list(sys._current_frames().values()):
-        if frame.f_code.co_name == "_serve_control":
-            snapshot = frame.f_locals.get("frames")
-            if type(snapshot) is dict:
-                snapshot.clear()
-    # The last frame looked at may be this function's own: kept in its own local, it would make a
-    # cycle that keeps the callers' frames, and their locals, alive until the next collection.
-    frame = None  # noqa: F841
 
 
 def _tensors(value: Any) -> list[torch.Tensor]:
@@ -566,7 +546,6 @@ class _LayersAlive(TorchDispatchMode):
         return out
 
     def look(self, after: str) -> None:
-        _drop_stack_snapshots()
         alive = [t for t in (ref() for ref in self.tracked) if t is not None]
         self.tracked = [weakref.ref(t) for t in alive]
         whole: set[int] = set()
@@ -768,6 +747,51 @@ def _expect_fsdp_step(
 # -- exercise: torch's fully_shard ----------------------------------------------------------------
 
 
+# Gloo before torch 2.13 (measured with 2.8): its reduce_scatter sums where it is asked for
+# ReduceOp.AVG, and it has no allgather_into_tensor_coalesced, which DTensor.full_tensor needs.
+# 2.13 does both. (What is done about it below is right on any version.)
+OLD_GLOO = torch.torch_version.TorchVersion(torch.__version__) < "2.13"
+
+
+def fully_shard(module: nn.Module, **kwargs: Any) -> nn.Module:
+    """``torch.distributed.fsdp.fully_shard(module, **kwargs)``, which on Gloo before torch 2.13
+    would sum the gradients it must average (FSDP2 asks the reduce_scatter for ReduceOp.AVG):
+    there, the reduce_scatter sums and FSDP divides afterwards."""
+    from torch.distributed.fsdp import fully_shard as torch_fully_shard
+
+    sharded = torch_fully_shard(module, **kwargs)
+    if OLD_GLOO and dist.get_backend() == "gloo":
+        sharded.set_force_sum_reduction_for_comms(True)
+    return sharded
+
+
+def full_tensor(param: torch.Tensor) -> torch.Tensor:
+    """The whole of a parameter that ``fully_shard`` cut into rows (a ``DTensor``), on every
+    rank: ``param.full_tensor()``, or on Gloo before torch 2.13, which cannot run that, the
+    same gathered by `gather_rows`."""
+    from torch.distributed.tensor import DTensor, Shard
+
+    if _type(param) is not DTensor:
+        return param
+    if not (OLD_GLOO and param.device.type == "cpu") or tuple(param.placements) != (Shard(0),):
+        return param.full_tensor()
+    return gather_rows(param)
+
+
+def gather_rows(param: torch.Tensor) -> torch.Tensor:
+    """A ``DTensor`` sharded by rows, made whole on every rank with the list form of all_gather,
+    each rank's rows padded to ``torch.chunk``'s size (the last ranks may hold fewer, or none)."""
+    group = param.device_mesh.get_group()
+    world_size = dist.get_world_size(group)
+    rows = param.shape[0]
+    local = param.to_local().detach()
+    padded = local.new_zeros((math.ceil(rows / world_size), *local.shape[1:]))
+    padded[: local.shape[0]] = local
+    pieces = [torch.empty_like(padded) for _ in range(world_size)]
+    dist.all_gather(pieces, padded, group=group)
+    return torch.cat(pieces)[:rows]
+
+
 def _fully_shard_on_rank(
     rank: int, world_size: int, train: Callable, batch: int, steps: int, lr: float, seed: int
 ) -> tuple:
@@ -828,6 +852,12 @@ def check_fully_shard(
                     "leave each rank's model as it was made: fully_shard cuts each rank's shard from its own "
                     "model, so the model is a patchwork of the ranks' (broadcast rank 0's parameters first)"
                 ] = unsynced
+            if world_size > 1 and OLD_GLOO:
+                summed = train_alone(make_mlp(seed=seed + 1), data, targets, steps, lr * world_size)
+                mixed[
+                    "shard with torch's own fully_shard on this torch: before 2.13, Gloo's reduce_scatter "
+                    "sums the gradients FSDP asks it to average. Use the fully_shard imported at the top"
+                ] = summed
             _compare(
                 where, params, reference, "one process's SGD on the whole batch from rank 0's model", mixed
             )

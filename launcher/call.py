@@ -3,9 +3,11 @@ then hand the ranks to `launcher.supervise` (or, under torchrun, run the functio
 
 from __future__ import annotations
 
+import collections
 import contextlib
 import functools
 import inspect
+import io
 import math
 import numbers
 import operator
@@ -318,11 +320,37 @@ def _rank_environment(threads: int) -> dict[str, str]:
 # -- pickling the function --------------------------------------------------------------------
 
 
+def _code_reduce(code: types.CodeType) -> tuple:
+    """cloudpickle's reduction of a code object, with the code's own file name kept."""
+    constructor, fields = cloudpickle.cloudpickle._code_reduce(code)
+    fields = tuple(code.co_filename if isinstance(f, str) and f == "<dynamic-code>" else f for f in fields)
+    return constructor, fields
+
+
+class _Pickler(cloudpickle.Pickler):
+    """cloudpickle, except that a function keeps the file name its code was compiled from.
+
+    cloudpickle 3.1.3 replaces it with "<dynamic-code>" (so that payloads do not depend on where
+    a function was defined); a rank's traceback and the hang report could then no longer say
+    "Cell In[5], line 3" for a function defined in a notebook. cloudpickle has no option for
+    this, so the code objects' reducer is wrapped here.
+    """
+
+    dispatch_table = collections.ChainMap({types.CodeType: _code_reduce}, cloudpickle.Pickler.dispatch_table)
+
+
+def dumps(obj: Any) -> bytes:
+    """``cloudpickle.dumps(obj)``, keeping the file names of functions' code (see `_Pickler`)."""
+    with io.BytesIO() as file:
+        _Pickler(file, protocol=pickle.HIGHEST_PROTOCOL).dump(obj)
+        return file.getvalue()
+
+
 def pickle_function(fn: Callable[..., Any], args: tuple, kwargs: dict) -> bytes:
     """Pickle ``(fn, args, kwargs)`` for the ranks, or say exactly what cannot be pickled."""
     __tracebackhide__ = True
     try:
-        return cloudpickle.dumps((fn, args, kwargs), protocol=pickle.HIGHEST_PROTOCOL)
+        return dumps((fn, args, kwargs))
     except Exception as exc:  # noqa: BLE001 - pickling can fail with many error types
         problems = _unpicklable_parts(fn, args, kwargs) or [f"{_describe(fn)}: {exc}"]
         listing = "\n".join(f"  - {p}" for p in problems)

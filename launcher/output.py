@@ -16,6 +16,9 @@ class OutputPrinter:
     """
 
     _LINE_END = re.compile(r"(\r\n|\n|\r)")
+    # What Gloo itself prints as a process group connects, in older torch (2.8, Colab's in 2025):
+    # a line per rank at every launch, news to nobody, burying what the ranks print.
+    _NOISE = re.compile(r"\[Gloo\] Rank \d+ is connected to \d+ peer ranks\. .*")
 
     def __init__(self) -> None:
         self.partial: dict[tuple[int, str], bytes] = {}
@@ -29,7 +32,11 @@ class OutputPrinter:
         if cut:
             pieces = self._LINE_END.split(text[:cut].decode("utf-8", "replace"))
             lines = zip(pieces[::2], pieces[1::2], strict=False)
-            self._write(stream, "".join(f"[rank {rank}] {line}{end}" for line, end in lines))
+            text = "".join(
+                f"[rank {rank}] {line}{end}" for line, end in lines if not self._NOISE.fullmatch(line)
+            )
+            if text:
+                self._write(stream, text)
 
     def flush(self) -> None:
         """Write out what is left, each rank's unfinished line ended (safe to repeat)."""

@@ -389,6 +389,9 @@ def _serve_control(control_fd: int, result_fd: int) -> None:
                 "cpu_s": time.process_time(),
                 "look": asked,
             }
+            # The snapshot holds every frame of the rank, and so their local variables: kept until
+            # the next look, it would keep a function's temporaries alive after it returned.
+            del frames
             send_message(result_fd, "stack", stack)
         elif request == b"x":
             _released.set()

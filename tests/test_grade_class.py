@@ -13,7 +13,7 @@ from course import is_test, read
 from grading import SANDBOX_OPTIONS, class_of, hand_in
 from nbgrader.api import Gradebook
 
-from autograder.grade_class import main
+from autograder.grade_class import core_sets, main
 
 ASSIGNMENT = "01-memory-hierarchy"
 NO_SANDBOX = ["--no-sandbox"] if SANDBOX_OPTIONS else []  # where bubblewrap is missing
@@ -67,3 +67,15 @@ def test_a_class_is_not_graded_without_a_sandbox_unless_asked(
     assert main([ASSIGNMENT, "--root", str(root)]) == 2
     assert "Install bubblewrap" in capsys.readouterr().err
     assert not (root / "autograded").exists()
+
+
+@pytest.mark.skipif(not hasattr(os, "sched_setaffinity"), reason="pins workers to cores on Linux only")
+def test_each_worker_gets_cores_of_its_own() -> None:
+    cores = os.sched_getaffinity(0)
+    assert core_sets(1) == []  # one worker: all of them, unpinned
+    for jobs in range(2, len(cores) + 1):
+        sets = core_sets(jobs)
+        assert len(sets) == jobs and set().union(*sets) == cores
+        assert sum(len(s) for s in sets) == len(cores)  # no core dealt twice
+    more = core_sets(len(cores) + 3)
+    assert len(more) == len(cores) + 3 and all(len(s) == 1 and s <= cores for s in more)

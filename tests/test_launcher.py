@@ -21,6 +21,7 @@ import torch.distributed as dist
 import launcher
 from launcher import LaunchError, LaunchHang, RankException, call, get_device, launch
 from launcher.forkserver import ForkServerError, get_server
+from launcher.output import OutputPrinter
 
 REPO = Path(__file__).resolve().parent.parent
 
@@ -35,9 +36,9 @@ def test_every_rank_returns_in_rank_order(world_size: int) -> None:
 
 
 def sum_of_ranks(rank: int, world_size: int, dtype: torch.dtype) -> torch.Tensor:
-    t = torch.tensor([rank], dtype=dtype)
+    t = torch.tensor([rank], dtype=dtype, device=get_device())  # NCCL's on a machine with GPUs
     dist.all_reduce(t)
-    return t
+    return t.cpu()
 
 
 @pytest.mark.parametrize("world_size", [1, 3])
@@ -667,3 +668,13 @@ def test_torchs_ddp_works_beside_the_collective_checks() -> None:
     # Each weight's gradient is its input summed over 2 rows, 2 x rank, averaged over the ranks:
     # 2; and 4 such rows summed make 8, on every rank.
     assert results == [[8.0] * 4] * 3
+
+
+def test_gloos_own_connection_notes_are_not_relayed(capsys) -> None:
+    # Older torch (2.8) has Gloo print one as each rank connects, at every launch.
+    printer = OutputPrinter()
+    note = b"[Gloo] Rank 1 is connected to 3 peer ranks. Expected number of connected peer ranks is : 3\n"
+    printer.feed(1, "out", note + b"step 0\n")
+    printer.feed(1, "err", note)
+    printer.flush()
+    assert capsys.readouterr() == ("[rank 1] step 0\n", "")

@@ -30,7 +30,7 @@ import nbformat
 import pytest
 from nbgrader.api import Gradebook
 
-from autograder import grade_class, sandbox_spare
+from autograder import grade_class, sandbox, sandbox_spare
 from autograder.release import nbgrader_environment
 from autograder.sandbox import GiB, bwrap_problem
 
@@ -353,3 +353,20 @@ def test_a_class_is_graded_a_few_students_to_an_nbgrader_process() -> None:
         assert sum(groups, []) == students
         assert max(map(len, groups)) <= 8 and len(groups) >= min(len(students), 4 * jobs)
     assert grade_class.groups_of(students[:5], 2) == [[s] for s in students[:5]]
+
+
+def test_gpus_are_hidden_unless_shown(monkeypatch) -> None:
+    # (On a GPU machine, tests/test_gpu.py checks what torch then sees inside the sandbox.)
+    devices = {"/dev/nvidia*": ["/dev/nvidia0", "/dev/nvidiactl"], "/dev/dri": []}
+    monkeypatch.setattr(sandbox.glob, "glob", lambda pattern: devices.get(pattern, []))
+
+    def command(gpus: bool) -> list[str]:
+        return sandbox.sandbox_command("bwrap", ["python"], "/tmp/r", [REPO], 0, GiB, gpus=gpus)
+
+    assert "/dev/nvidia0" not in command(False)
+    assert command(True).count("--dev-bind") == 2
+    env = {"PATH": "/bin", "CUDA_VISIBLE_DEVICES": "0,1", "LD_LIBRARY_PATH": "/usr/local/nvidia/lib64"}
+    assert sandbox.sandbox_environment(env)["CUDA_VISIBLE_DEVICES"] == ""
+    assert "LD_LIBRARY_PATH" not in sandbox.sandbox_environment(env)
+    shown = sandbox.sandbox_environment(env, gpus=True)
+    assert (shown["CUDA_VISIBLE_DEVICES"], shown["LD_LIBRARY_PATH"]) == ("0,1", "/usr/local/nvidia/lib64")

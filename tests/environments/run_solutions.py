@@ -1,7 +1,10 @@
 """Run every solution notebook top to bottom, hidden tests included, in this Python's kernel,
 as a student's environment would run it; print each one's time, and fail on the first error.
 
-    python tests/environments/run_solutions.py [assignment ...]
+    python tests/environments/run_solutions.py [assignment ...] [--save FOLDER]
+
+``--save`` keeps each executed notebook, outputs included, in FOLDER (on a GPU machine, to read
+what the GPU cells measured).
 
 The environment jobs (`make test-colab`, `make test-oldest`) run it with the environment's own
 Python, so the kernel, torch, ipywidgets and matplotlib are the environment's.
@@ -9,6 +12,7 @@ Python, so the kernel, torch, ipywidgets and matplotlib are the environment's.
 
 from __future__ import annotations
 
+import argparse
 import re
 import sys
 import time
@@ -23,7 +27,7 @@ CELL_TIMEOUT = 300  # seconds; the slowest cell of any solution takes a few here
 ANSI = re.compile(r"\x1b\[[0-9;]*m")
 
 
-def run(notebook: Path) -> float:
+def run(notebook: Path, save: Path | None = None) -> float:
     """Execute ``notebook`` in a fresh kernel from its own folder; the seconds it took."""
     content = nbformat.read(notebook, as_version=4)
     client = NotebookClient(
@@ -33,11 +37,16 @@ def run(notebook: Path) -> float:
         resources={"metadata": {"path": str(notebook.parent)}},
     )
     start = time.perf_counter()
-    client.execute()
+    try:
+        client.execute()
+    finally:
+        if save is not None:
+            save.mkdir(parents=True, exist_ok=True)
+            nbformat.write(content, save / notebook.name)
     return time.perf_counter() - start
 
 
-def main(chosen: list[str]) -> int:
+def main(chosen: list[str], save: Path | None = None) -> int:
     notebooks = sorted((ROOT / "solutions").glob("*/*.ipynb"))
     if chosen:
         notebooks = [n for n in notebooks if n.parent.name in chosen]
@@ -55,7 +64,7 @@ def main(chosen: list[str]) -> int:
     for notebook in notebooks:
         name = notebook.relative_to(ROOT)
         try:
-            seconds = run(notebook)
+            seconds = run(notebook, save)
         except CellExecutionError as error:
             print(f"FAILED {name}:\n{ANSI.sub('', str(error))}")
             return 1
@@ -65,4 +74,8 @@ def main(chosen: list[str]) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main(sys.argv[1:]))
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("assignments", nargs="*", help="assignment folders (default: all)")
+    parser.add_argument("--save", type=Path, help="keep the executed notebooks in this folder")
+    args = parser.parse_args()
+    sys.exit(main(args.assignments, args.save))

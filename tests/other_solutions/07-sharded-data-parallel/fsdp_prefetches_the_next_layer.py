@@ -13,7 +13,7 @@ from torch import nn
 
 def start_gather(shard):
     flat = shard.new_empty(shard.numel() * dist.get_world_size())
-    return flat, dist.all_gather_single(flat, shard.detach(), async_op=True)
+    return flat, all_gather_single(flat, shard.detach(), async_op=True)  # noqa: F821 - the setup cell defines it
 
 
 class PrefetchedLinear(torch.autograd.Function):

@@ -23,4 +23,4 @@ def train_with_fully_shard(rank, world_size, make_model, data, targets, steps, l
         optimizer.zero_grad()
         mse(model(x), y).backward()  # noqa: F821 - the setup cell imports it
         optimizer.step()
-    return [p.full_tensor().detach().clone() for p in model.parameters()]
+    return [full_tensor(p).detach().clone() for p in model.parameters()]  # noqa: F821 - the setup cell imports it
