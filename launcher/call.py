@@ -341,6 +341,8 @@ class _Pickler(cloudpickle.Pickler):
 
 def dumps(obj: Any) -> bytes:
     """``cloudpickle.dumps(obj)``, keeping the file names of functions' code (see `_Pickler`)."""
+    if not hasattr(cloudpickle.cloudpickle, "_code_reduce"):  # a cloudpickle without it: its names
+        return cloudpickle.dumps(obj, protocol=pickle.HIGHEST_PROTOCOL)
     with io.BytesIO() as file:
         _Pickler(file, protocol=pickle.HIGHEST_PROTOCOL).dump(obj)
         return file.getvalue()

@@ -32,11 +32,11 @@ class OutputPrinter:
         if cut:
             pieces = self._LINE_END.split(text[:cut].decode("utf-8", "replace"))
             lines = zip(pieces[::2], pieces[1::2], strict=False)
-            text = "".join(
+            shown = "".join(
                 f"[rank {rank}] {line}{end}" for line, end in lines if not self._NOISE.fullmatch(line)
             )
-            if text:
-                self._write(stream, text)
+            if shown:
+                self._write(stream, shown)
 
     def flush(self) -> None:
         """Write out what is left, each rank's unfinished line ended (safe to repeat)."""
