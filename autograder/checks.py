@@ -449,6 +449,17 @@ class _Watching(TorchDispatchMode):
         return out
 
 
+def warm_up() -> None:
+    """Do ahead what the checks would otherwise do at their first use.
+
+    Grading calls this in a kernel it starts while the notebook before runs
+    (autograder/sandbox_spare.py): torch imports its compiler the first time any dispatch mode
+    is entered, as `FakeClock.watch` and `Timeline` do, which takes a second on two cores.
+    """
+    with _Watching([]):
+        torch.empty(0)
+
+
 class _CudaOnMeta(TorchFunctionMode):
     """Sends every tensor asked for on a CUDA device to the ``meta`` device instead."""
 

@@ -7,32 +7,39 @@
 
 Run it from the course directory (where nbgrader_config.py is), with the submissions collected in
 submitted/<student>/<assignment>/. The students are graded by nbgrader itself, with the course's
-configuration (each submission in its sandbox), a few at a time in one ``nbgrader autograde``
-process, so that nbgrader's own start is paid once a few students rather than once each. A
-student whose autograded notebook is newer than the submission is skipped unless ``--force`` is
-given, so an interrupted run picks up where it stopped. It prints a line per student (time,
-score, failed and timed-out test cells, whether the sandbox stopped the notebook, and whether
-its code was flagged for tampering) with an estimate of the time left, and a summary at the
-end. The gradebook is shared by the workers: on SQLite, each waits for the others' writes
-rather than failing. On Linux, each worker's notebooks run on cores of their own (this process's
-cores dealt out among the workers), so that J kernels do not each start as many threads as the
-machine has cores.
+configuration (each submission in its sandbox), many in one ``nbgrader autograde`` process, so
+that nbgrader's own start, and a kernel started cold, are paid once a group rather than once a
+student. A student whose autograded notebook is newer than the submission is skipped unless
+``--force`` is given, so an interrupted run picks up where it stopped. It prints a line per
+student as soon as that student is done (time, score, failed and timed-out test cells, whether
+the sandbox stopped the notebook, and whether its code was flagged for tampering) with an
+estimate of the time left, and a summary at the end. The gradebook is shared by the workers: on
+SQLite, each waits for the others' writes rather than failing. On Linux, each worker's notebooks
+run on cores of their own (this process's cores dealt out among the workers), so that J kernels
+do not each start as many threads as the machine has cores.
 """
 
 from __future__ import annotations
 
 import argparse
 import contextlib
+import math
 import os
 import queue
 import subprocess
 import sys
 import time
-from concurrent.futures import ThreadPoolExecutor, as_completed
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from .release import nbgrader_environment
+from .sandbox_watchdog import UNCOUNTED_CPU
+
+MAX_GROUP = 25  # students graded by one nbgrader process at most
+# What nbgrader logs while grading a student it then gives up on, and at the end about each.
+GAVE_UP = ("There was an error processing assignment", "the kernel became unresponsive")
 
 
 @dataclass
@@ -82,10 +89,14 @@ def _database_url(root: Path) -> list[str]:
 
 
 def groups_of(students: list[str], jobs: int) -> list[list[str]]:
-    """The students in groups, each graded by one nbgrader process, which pays nbgrader's start
-    (3 s of imports on two cores) once a group: up to 8 a group, and at least 4 groups a worker,
-    so that the workers finish together and progress shows often."""
-    size = max(1, min(8, len(students) // (4 * max(1, jobs))))
+    """The students in groups, each graded by one ``nbgrader autograde`` process, which pays
+    nbgrader's start and a kernel started cold (5 s on two cores) once a group.
+
+    One worker grades everyone in one process (at most MAX_GROUP students a process); several
+    share out about two groups each, so that a worker that drew slow notebooks is helped by the
+    others."""
+    count = max(1 if jobs <= 1 else 2 * jobs, math.ceil(len(students) / MAX_GROUP))
+    size = max(1, math.ceil(len(students) / count))
     return [students[i : i + size] for i in range(0, len(students), size)]
 
 
@@ -107,9 +118,11 @@ def grade_group(
     everyone: list[str],
     options: list[str] = (),
     cores: set[int] | None = None,
+    report: Callable[[Outcome], None] = lambda outcome: None,
 ) -> list[Outcome]:
     """``nbgrader autograde`` for a few students, one after another, in one process (on
-    ``cores`` only, if given)."""
+    ``cores`` only, if given). ``report`` gets each student's outcome as soon as nbgrader has
+    moved on from them; their CPU seconds are filled in once the process has ended."""
     command = [sys.executable, "-m", "nbgrader", "autograde", assignment, *_database_url(root), *options]
     others = [s for s in everyone if s not in students]
     command += [f"--CourseDirectory.student_id_exclude={','.join(others)}"] if others else []
@@ -128,39 +141,66 @@ def grade_group(
         # Before nbgrader has imported itself, let alone started a kernel, which inherits it.
         with contextlib.suppress(ProcessLookupError):  # (an nbgrader that failed at once)
             os.sched_setaffinity(process.pid, cores)
-    # nbgrader logs "Creating/updating student with ID 'x'" as it starts on each student.
-    starts: dict[str, float] = {}
+    outcomes: dict[str, Outcome] = {}
     lines: dict[str, list[str]] = {s: [] for s in students}
-    current: str | None = None
-    with process.stdout:
-        for line in process.stdout:
-            if "Creating/updating student with ID '" in line:
-                current = line.split("ID '", 1)[1].split("'", 1)[0]
-                starts.setdefault(current, time.perf_counter())
-            lines.get(current, []).append(line)
-    # wait4 gives this process's own CPU time (its kernels and ranks included), where os.times()
-    # would mix in the other workers' processes that ended meanwhile.
-    _, status, usage = os.wait4(process.pid, 0)
-    end, cpu = time.perf_counter(), usage.ru_utime + usage.ru_stime
-    log = "".join(line for s in students for line in lines[s])
-    outcomes = []
-    for i, student in enumerate(students):
-        began = starts.get(student, start) if i else start  # the first pays nbgrader's start
-        later = [starts[s] for s in students[i + 1 :] if s in starts]
-        outcome = Outcome(student, (min(later) if later else end) - began)
-        outcome.cpu_seconds = cpu * outcome.seconds / max(end - start, 1e-9)  # CPU shared out by time
+    began: dict[str, float] = {}
+    log: list[str] = []
+
+    def finish(student: str, end: float) -> None:
         own = "".join(lines[student])
-        # (Not any ERROR line: a kernel the sandbox stopped is logged as one, and graded all the same.)
-        failed = f"for student '{student}'" in log or student not in starts
-        outcome.ok = os.waitstatus_to_exitcode(status) in (0, 1) and not failed
-        outcome.log = (own or log)[-3000:]
+        outcome = Outcome(student, end - began.get(student, end), log=(own or "".join(log))[-3000:])
+        outcome.ok = student in began and not any(words in own for words in GAVE_UP)
         outcome.tampering = [
             line.split("tampering detected in ", 1)[1].strip()
             for line in own.splitlines()
             if "tampering detected in " in line
         ]
-        outcomes.append(outcome)
-    return outcomes
+        outcomes[student] = outcome
+        report(outcome)
+
+    # nbgrader logs "Creating/updating student with ID 'x'" as it starts on each student, once it
+    # has written everything of the student before. The first student pays nbgrader's start.
+    current: str | None = None
+    with process.stdout:
+        for line in process.stdout:
+            log.append(line)
+            if "Creating/updating student with ID '" in line:
+                now = time.perf_counter()
+                if current is not None:
+                    finish(current, now)
+                current = line.split("ID '", 1)[1].split("'", 1)[0]
+                began[current] = now if began else start
+            if current in lines:
+                lines[current].append(line)
+    # wait4 gives this process's own CPU time (its kernels and ranks included, but for what a
+    # sandbox's end killed, which its log gives), where os.times() would mix in the other
+    # workers' processes that ended meanwhile.
+    _, status, usage = os.wait4(process.pid, 0)
+    end, cpu = time.perf_counter(), usage.ru_utime + usage.ru_stime
+    if os.waitstatus_to_exitcode(status) not in (0, 1) and current in lines:
+        lines[current].append(f"nbgrader exited with status {os.waitstatus_to_exitcode(status)}\n")
+        lines[current].append(GAVE_UP[0] + "\n")
+    for student in [current] if current in lines else []:
+        finish(student, end)
+    for student in students:
+        if student not in outcomes:  # nbgrader never came to them
+            finish(student, end)
+        # nbgrader names, at the end, each student it gave up on.
+        if f"for student '{student}'" in "".join(log[-len(students) - 5 :]):
+            outcomes[student].ok = False
+        outcomes[student].cpu_seconds = cpu * outcomes[student].seconds / max(end - start, 1e-9)
+        outcomes[student].cpu_seconds += _uncounted_cpu("".join(lines[student]))
+    return [outcomes[s] for s in students]
+
+
+def _uncounted_cpu(log: str) -> float:
+    """The CPU seconds of sandboxed processes that wait4 cannot see: killed with their sandbox
+    (autograder/sandbox.py logs them)."""
+    return sum(
+        float(line.split(UNCOUNTED_CPU, 1)[1].split()[0])
+        for line in log.splitlines()
+        if UNCOUNTED_CPU in line
+    )
 
 
 def read_results(root: Path, assignment: str, outcome: Outcome) -> None:
@@ -169,7 +209,8 @@ def read_results(root: Path, assignment: str, outcome: Outcome) -> None:
     import nbformat
     from nbgrader.api import Gradebook, MissingEntry
 
-    with Gradebook(f"sqlite:///{root / 'gradebook.db'}") as gradebook:
+    # (While a worker may be writing: wait for it, as the workers wait for each other.)
+    with Gradebook(f"sqlite:///{root / 'gradebook.db'}?timeout=60") as gradebook:
         try:
             submission = gradebook.find_submission(assignment, outcome.student)
         except MissingEntry:
@@ -229,22 +270,35 @@ def grade_class(
     for cores in core_sets(jobs) or [None] * max(1, jobs):
         free.put(cores)
 
-    def grade_on_free_cores(group: list[str]) -> list[Outcome]:
+    finished: queue.Queue[Outcome | BaseException | None] = queue.Queue()
+
+    def grade_on_free_cores(group: list[str]) -> None:
         cores = free.get()  # a worker's cores, while it grades this group
         try:
-            return grade_group(root, assignment, group, everyone, options, cores)
+            grade_group(root, assignment, group, everyone, options, cores, report=finished.put)
+        except BaseException as error:  # noqa: BLE001 - raised again in the main thread
+            finished.put(error)
         finally:
             free.put(cores)
+            finished.put(None)  # this group is done
 
+    groups = groups_of(todo, jobs)
     with ThreadPoolExecutor(max(1, jobs)) as pool:
-        running = [pool.submit(grade_on_free_cores, group) for group in groups_of(todo, jobs)]
-        for future in as_completed(running):
-            for outcome in future.result():
-                read_results(root, assignment, outcome)
-                outcomes.append(outcome)
-                n, elapsed = len(outcomes), time.perf_counter() - start
-                left = elapsed / n * (len(todo) - n)
-                print(f"[{n}/{len(todo)}, about {left:.0f} s left] {describe(outcome)}", flush=True)
+        for group in groups:
+            pool.submit(grade_on_free_cores, group)
+        running = len(groups)
+        while running:
+            item = finished.get()
+            if item is None:
+                running -= 1
+                continue
+            if isinstance(item, BaseException):
+                raise item
+            read_results(root, assignment, item)
+            outcomes.append(item)
+            n, elapsed = len(outcomes), time.perf_counter() - start
+            left = elapsed / n * (len(todo) - n)
+            print(f"[{n}/{len(todo)}, about {left:.0f} s left] {describe(item)}", flush=True)
     summarise(outcomes, time.perf_counter() - start)
     return outcomes
 

@@ -50,12 +50,12 @@ from jupyter_client.manager import AsyncKernelManager
 from nbclient.exceptions import CellTimeoutError, DeadKernelError
 from nbclient.util import run_sync
 from nbgrader.preprocessors import Execute
-from traitlets import Bool, Integer, Unicode
+from traitlets import Bool, Enum, Integer, Unicode
 
 from . import sandbox_spare
 from .distribution import PACKAGES
 from .release import ROOT
-from .sandbox_watchdog import GiB, Watchdog
+from .sandbox_watchdog import UNCOUNTED_CPU, GiB, Watchdog
 
 INSTALL = (
     "Install bubblewrap from your system's packages: `sudo apt install bubblewrap` (Debian, "
@@ -299,15 +299,27 @@ class SandboxedKernelManager(AsyncKernelManager):
     def stop_reason(self) -> str | None:
         return self.watchdog.reason if self.watchdog is not None else None
 
+    async def _async_kill_kernel(self, restart: bool = False) -> None:
+        # (nbclient's shutdown_kernel="immediate".) Through the watchdog, which kills the
+        # sandbox's pid 1 and lets bwrap reap it, rather than bwrap's process group.
+        if self.watchdog is not None and not restart:
+            self.watchdog.stop(count_cpu=True)
+            if self.provisioner is not None and await self.provisioner.poll() is not None:
+                await self.provisioner.wait()  # gone: no process group left to signal
+                return
+        await super()._async_kill_kernel(restart=restart)
+
     async def cleanup_resources(self, restart: bool = False) -> None:
         if self.watchdog is not None:
             self.watchdog.stop()
             self.watchdog.join(timeout=5)
             self.log.info(
-                "Sandbox%s: at most %d processes and threads, %.2f GiB of memory",
+                "Sandbox%s: at most %d processes and threads, %.2f GiB of memory; %s %.2f s",
                 " (kernel started ahead)" if self.started_ahead else "",
                 self.watchdog.peak_tasks,
                 self.watchdog.peak_memory / GiB,
+                UNCOUNTED_CPU,
+                self.watchdog.uncounted_cpu_s,
             )
         await super().cleanup_resources(restart=restart)
         if not restart:
@@ -352,6 +364,13 @@ class SandboxedExecute(Execute):
         False,
         help="Show the machine's GPUs to the kernels. Off: the tests run on the CPU, so a grade does "
         "not depend on the grader's GPUs, and notebooks graded in parallel do not share one.",
+    ).tag(config=True)
+    shutdown_kernel = Enum(
+        ["graceful", "immediate"],
+        default_value="immediate",
+        help="How a notebook's kernel ends after its last cell. nbclient's default, graceful, asks it "
+        "to shut down and waits about a second; immediate kills the sandbox, and with it whatever "
+        "the kernel started, at once.",
     ).tag(config=True)
     spare_kernel = Bool(
         True,

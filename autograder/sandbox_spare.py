@@ -17,8 +17,9 @@ from typing import Any
 
 def warm_up_code(nb: Any) -> str:
     """Code that imports what the notebook's locked cells import (the course's own cells, which
-    nbgrader restores before grading), and starts the launcher's fork server if they import
-    the launcher. It binds no names: the notebook's own imports still do that."""
+    nbgrader restores before grading), starts the launcher's fork server if they import the
+    launcher, and warms the checks up if they import them. It binds no names: the notebook's
+    own imports still do that."""
     modules: dict[str, None] = {}
     for cell in nb.cells:
         if cell.cell_type == "code" and cell.metadata.get("nbgrader", {}).get("locked", False):
@@ -34,6 +35,8 @@ def warm_up_code(nb: Any) -> str:
     code += "    except Exception:\n        pass\ndel _module\n"
     if any(m == "launcher" or m.startswith("launcher.") for m in modules):
         code += "__import__('launcher.forkserver').forkserver.get_server()\n"
+    if any(m == "autograder" or m.startswith("autograder.") for m in modules):
+        code += "__import__('autograder.checks').checks.warm_up()\n"
     return code
 
 

@@ -19,6 +19,9 @@ import time
 from pathlib import Path
 
 GiB = 2**30
+# How a sandbox's log line gives the CPU time of the processes its kill ended, which the grading
+# process's own CPU time does not include (autograder/grade_class.py adds it).
+UNCOUNTED_CPU = "CPU time of the processes its end killed:"
 
 
 def _children(pid: int) -> list[int]:
@@ -43,6 +46,15 @@ def _tasks_and_memory(pid: int) -> tuple[int, int]:
         return 0, 0
     pss = next((line.split()[1] for line in rollup.splitlines() if line.startswith("Pss:")), "0")
     return threads, int(pss) * 1024
+
+
+def _cpu_seconds(pid: int) -> float:
+    """The CPU time a process used, with that of the children it has waited for (0 if it is gone)."""
+    try:
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    except OSError:
+        return 0.0
+    return sum(int(f) for f in fields[11:15]) / os.sysconf("SC_CLK_TCK")  # utime stime cutime cstime
 
 
 def _used(folder: str) -> int:
@@ -72,6 +84,9 @@ class Watchdog(threading.Thread):
         self.namespace: str | None = None  # its pid namespace
         self.reason: str | None = None  # why it stopped the sandbox
         self.peak_tasks = self.peak_memory = 0
+        # CPU seconds that the grader's own accounting misses: when the sandbox's pid 1 is killed,
+        # Linux reaps the rest of its processes without adding their time to anyone's.
+        self.uncounted_cpu_s = 0.0
         self._done = threading.Event()
 
     def run(self) -> None:
@@ -121,15 +136,27 @@ class Watchdog(threading.Thread):
             time.sleep(0.02)
         return None
 
-    def stop(self, reason: str | None = None) -> None:
-        """Kill everything in the sandbox (its pid 1 takes the rest with it) and stop watching."""
+    def stop(self, reason: str | None = None, count_cpu: bool = False) -> None:
+        """Kill everything in the sandbox (its pid 1 takes the rest with it) and stop watching;
+        with ``count_cpu``, first note the CPU time of what the kill will end."""
         if reason and self.reason is None:
             self.reason = reason
         self._done.set()
         # Only while they are still the sandbox's: a pid is reused once its process is gone.
         if self.init_pid is not None and self.namespace and _in(str(self.init_pid), self.namespace):
+            if count_cpu:
+                members = [
+                    e.name for e in os.scandir("/proc") if e.name.isdigit() and _in(e.name, self.namespace)
+                ]
+                self.uncounted_cpu_s = sum(
+                    _cpu_seconds(int(pid)) for pid in members if int(pid) != self.init_pid
+                )
             with contextlib.suppress(OSError):
                 os.kill(self.init_pid, signal.SIGKILL)
+            # bwrap then reaps the kernel and exits by itself, which adds the CPU time of
+            # everything the sandbox ran to the grader's (killing bwrap first would lose it).
+            with contextlib.suppress(subprocess.TimeoutExpired):
+                self.bwrap.wait(timeout=2)
         if self.bwrap.poll() is None:
             self.bwrap.kill()
 

@@ -56,14 +56,21 @@ def main() -> None:
     parser.add_argument("assignment")
     parser.add_argument("--students", type=int, default=20)
     parser.add_argument("--jobs", type=int, nargs="+", default=[1, 2])
+    parser.add_argument(
+        "--option",
+        action="append",
+        default=[],
+        help="an nbgrader option for every run, e.g. --option=--SandboxedExecute.shutdown_kernel=graceful",
+    )
     args = parser.parse_args()
-    print(f"{os.cpu_count()} cores; {args.students} solved submissions of {args.assignment}")
+    options = f" with {' '.join(args.option)}" if args.option else ""
+    print(f"{os.cpu_count()} cores; {args.students} solved submissions of {args.assignment}{options}")
     for jobs in args.jobs:
         with tempfile.TemporaryDirectory() as tmp:
             root = course_with_class(Path(tmp), args.assignment, args.students)
             start = time.perf_counter()
             with contextlib.redirect_stdout(io.StringIO()):
-                outcomes = grade_class(root, args.assignment, jobs=jobs)
+                outcomes = grade_class(root, args.assignment, jobs=jobs, options=args.option)
             wall = time.perf_counter() - start
         full = all(o.ok and o.score == o.max_score for o in outcomes)
         cpu = sum(o.cpu_seconds for o in outcomes) / len(outcomes)

@@ -13,7 +13,8 @@ from course import is_test, read
 from grading import SANDBOX_OPTIONS, class_of, hand_in
 from nbgrader.api import Gradebook
 
-from autograder.grade_class import core_sets, main
+from autograder import grade_class
+from autograder.grade_class import core_sets, groups_of, main
 
 ASSIGNMENT = "01-memory-hierarchy"
 NO_SANDBOX = ["--no-sandbox"] if SANDBOX_OPTIONS else []  # where bubblewrap is missing
@@ -55,6 +56,54 @@ def test_a_class_is_graded_in_parallel_and_resumed(
 
     with pytest.raises(SystemExit, match="nobody"):
         main([ASSIGNMENT, "--root", str(root), "--students", "nobody", *NO_SANDBOX])
+
+
+def test_one_worker_grades_everyone_in_one_nbgrader_and_reports_each_when_done(
+    released_course: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    root = tmp_path / "course"
+    shutil.copytree(released_course, root)
+    students = {s.name: s for s in class_of(ASSIGNMENT)}
+    for name in ("solutions", "wrong-0"):
+        hand_in(root, students[name])
+    groups, reported = [], {}
+    real = grade_class.grade_group
+
+    def recorded(*args: object, report: object, **kwargs: object) -> list:
+        def report_when(outcome: grade_class.Outcome) -> None:
+            reported[outcome.student] = time.perf_counter()
+            report(outcome)
+
+        outcomes = real(*args, report=report_when, **kwargs)
+        groups.append((args[2], time.perf_counter()))
+        return outcomes
+
+    monkeypatch.setattr(grade_class, "grade_group", recorded)
+    start = time.perf_counter()
+    outcomes = grade_class.grade_class(root, ASSIGNMENT, jobs=1, options=SANDBOX_OPTIONS)
+    [(group, ended)] = groups
+    assert group == ["solutions", "wrong-0"]
+    # The first was reported while nbgrader went on with the second, which takes seconds.
+    assert reported["solutions"] < ended - 1 and reported["wrong-0"] <= ended
+    assert [o.student for o in outcomes] == group and all(o.ok for o in outcomes)
+    assert outcomes[0].score > outcomes[1].score
+    assert sum(o.seconds for o in outcomes) == pytest.approx(ended - start, abs=1.0)
+    assert all(o.cpu_seconds > 0.5 for o in outcomes)  # the kernels' CPU time is counted
+
+
+def test_students_are_shared_out_in_groups() -> None:
+    class_of_60 = [f"s{n:02d}" for n in range(60)]
+    for students, jobs, sizes in [
+        (class_of_60[:20], 1, [20]),
+        (class_of_60, 1, [20, 20, 20]),  # at most 25 a group
+        (class_of_60[:20], 2, [5, 5, 5, 5]),  # about two groups a worker
+        (class_of_60[:3], 2, [1, 1, 1]),
+        (class_of_60[:20], 16, [1] * 20),
+        ([], 1, []),
+    ]:
+        groups = groups_of(students, jobs)
+        assert [len(g) for g in groups] == sizes, (len(students), jobs)
+        assert [s for g in groups for s in g] == students
 
 
 def test_a_class_is_not_graded_without_a_sandbox_unless_asked(

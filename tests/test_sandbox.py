@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import ast
 import os
+import resource
 import shutil
 import subprocess
 import sys
@@ -242,7 +243,9 @@ def test_each_kernel_after_the_first_was_started_while_the_notebook_before_ran(g
 
 
 def test_a_spare_kernel_imports_what_the_course_cells_import_and_binds_nothing() -> None:
-    course = nbformat.v4.new_code_cell("import math\nimport torch.nn as nn\nfrom launcher import launch")
+    course = nbformat.v4.new_code_cell(
+        "import math\nimport torch.nn as nn\nfrom launcher import launch\nfrom autograder import expect_close"
+    )
     course.metadata.nbgrader = {"locked": True, "grade_id": "setup", "grade": False, "solution": False}
     students = nbformat.v4.new_code_cell("import antigravity")  # a student's cell: not imported ahead
     nb = nbformat.v4.new_notebook(cells=[course, students])
@@ -252,14 +255,16 @@ def test_a_spare_kernel_imports_what_the_course_cells_import_and_binds_nothing()
         f"{code}\n"
         "names = sorted(k for k in globals() if not k.startswith('__') and k != 'sys')\n"
         "server = sys.modules['launcher.forkserver']._server\n"
-        "print(names, 'torch.nn' in sys.modules, 'antigravity' in sys.modules, server.alive())\n"
+        "warm = 'torch._dynamo' in sys.modules  # what a dispatch mode imports when first entered\n"
+        "print(names, 'torch.nn' in sys.modules, 'antigravity' in sys.modules, server.alive(), warm)\n"
     )
     done = subprocess.run(
         [sys.executable, "-c", probe], capture_output=True, text=True, timeout=300, cwd=REPO
     )
-    assert done.stdout.split() == ["[]", "True", "False", "True"], done.stdout + done.stderr
+    assert done.stdout.split() == ["[]", "True", "False", "True", "True"], done.stdout + done.stderr
     nb.cells[0].source = "import math"
     assert "forkserver" not in sandbox_spare.warm_up_code(nb)  # no launcher: no fork server
+    assert "warm_up" not in sandbox_spare.warm_up_code(nb)  # no checks: nothing to warm up
     nb.cells[0].metadata.nbgrader["locked"] = False
     assert sandbox_spare.warm_up_code(nb) == ""
 
@@ -346,13 +351,42 @@ def test_the_class_command_reports_what_the_sandbox_stopped(
     assert "the sandbox stopped the notebooks of: fork_bomb, hangs_everywhere" in printed
 
 
-def test_a_class_is_graded_a_few_students_to_an_nbgrader_process() -> None:
-    students = [f"s{i:03d}" for i in range(100)]
-    for jobs in (1, 2, 16):
-        groups = grade_class.groups_of(students, jobs)
-        assert sum(groups, []) == students
-        assert max(map(len, groups)) <= 8 and len(groups) >= min(len(students), 4 * jobs)
-    assert grade_class.groups_of(students[:5], 2) == [[s] for s in students[:5]]
+def test_the_cpu_time_of_what_a_sandbox_kill_ends_is_counted() -> None:
+    # In the sandbox, pid 1 starts a server, which starts a rank that uses a second of CPU and
+    # is waited for by the server. Killing pid 1 then loses the server's (and so the rank's)
+    # time to the grader's wait4: the watchdog counts it before the kill.
+    rank = "import time\nt = time.process_time()\nwhile time.process_time() - t < 1: pass"
+    server = f"import subprocess, sys, time\nsubprocess.run([sys.executable, '-c', {rank!r}])\ntime.sleep(60)"
+    kernel = (
+        f"import subprocess, sys, time\nsubprocess.Popen([sys.executable, '-c', {server!r}])\ntime.sleep(60)"
+    )
+    mounts = [
+        "--ro-bind",
+        "/",
+        "/",
+        "--proc",
+        "/proc",
+        "--dev",
+        "/dev",
+        "--tmpfs",
+        "/tmp",
+        "--tmpfs",
+        "/dev/shm",
+    ]
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
+    bwrap = subprocess.Popen(["bwrap", *sandbox.NAMESPACES, *mounts, sys.executable, "-c", kernel])
+    watchdog = sandbox.Watchdog(bwrap, max_tasks=100, max_memory=GiB, cgroup=None)
+    watchdog.start()
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline and watchdog.peak_tasks < 2:  # the kernel and its server
+        time.sleep(0.1)
+    time.sleep(2)  # the rank has run and been waited for by then
+    assert watchdog.reason is None
+    watchdog.stop(count_cpu=True)  # (which waits for bwrap)
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    seen = after.ru_utime + after.ru_stime - before.ru_utime - before.ru_stime
+    assert bwrap.poll() is not None and seen < 0.9  # what the grader's own accounting sees
+    assert 1 <= watchdog.uncounted_cpu_s < 3
 
 
 def test_gpus_are_hidden_unless_shown(monkeypatch) -> None:
