@@ -14,13 +14,18 @@ import ast
 import atexit
 from typing import Any
 
+# What the notebooks' cells import that enters a dispatch mode in the kernel itself (the ranks'
+# fork server has done what that first takes ahead already: autograder.comm preloads it).
+IN_KERNEL_DISPATCH_MODES = {"FakeClock", "Timeline", "CommLog", "CommDebugMode"}
+
 
 def warm_up_code(nb: Any) -> str:
     """Code that imports what the notebook's locked cells import (the course's own cells, which
     nbgrader restores before grading), starts the launcher's fork server if they import the
-    launcher, and warms the checks up if they import them. It binds no names: the notebook's
+    launcher, and warms the checks up if they import one that needs it. It binds no names: the notebook's
     own imports still do that."""
     modules: dict[str, None] = {}
+    names: set[str] = set()
     for cell in nb.cells:
         if cell.cell_type == "code" and cell.metadata.get("nbgrader", {}).get("locked", False):
             for node in ast.walk(_parse(cell.source)):
@@ -28,6 +33,7 @@ def warm_up_code(nb: Any) -> str:
                     modules.update(dict.fromkeys(alias.name for alias in node.names))
                 elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
                     modules.update({node.module: None})
+                    names.update(alias.name for alias in node.names)
     if not modules:
         return ""
     # A module that fails to import here fails in the notebook too, where the student sees why.
@@ -35,7 +41,7 @@ def warm_up_code(nb: Any) -> str:
     code += "    except Exception:\n        pass\ndel _module\n"
     if any(m == "launcher" or m.startswith("launcher.") for m in modules):
         code += "__import__('launcher.forkserver').forkserver.get_server()\n"
-    if any(m == "autograder" or m.startswith("autograder.") for m in modules):
+    if names & IN_KERNEL_DISPATCH_MODES:  # (elsewhere it would cost a second of CPU for nothing)
         code += "__import__('autograder.checks').checks.warm_up()\n"
     return code
 

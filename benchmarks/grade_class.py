@@ -15,6 +15,7 @@ import contextlib
 import io
 import os
 import shutil
+import statistics
 import sys
 import tempfile
 import time
@@ -74,9 +75,11 @@ def main() -> None:
             wall = time.perf_counter() - start
         full = all(o.ok and o.score == o.max_score for o in outcomes)
         cpu = sum(o.cpu_seconds for o in outcomes) / len(outcomes)
+        each = sorted(o.seconds for o in outcomes)
         print(
             f"{jobs} worker(s): {wall:.0f} s in all, {wall / len(outcomes):.1f} s a notebook, "
-            f"{cpu:.1f} CPU s a notebook; all full marks: {full}"
+            f"{cpu:.1f} CPU s a notebook; all full marks: {full}; each took "
+            f"{each[0]:.1f} s at least, {statistics.median(each):.1f} s middling, {each[-1]:.1f} s at most"
         )
 
 

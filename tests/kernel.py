@@ -13,6 +13,8 @@ from typing import Any
 import nbformat
 from nbclient import NotebookClient
 
+from autograder.sandbox import PromptKernelClient
+
 REPO = Path(__file__).resolve().parent.parent
 _ANSI = re.compile(r"\x1b\[[0-9;]*m")
 
@@ -91,6 +93,8 @@ def kernel(cwd: Path = REPO, timeout: float = 120) -> Iterator[Kernel]:
         allow_errors=True,
         resources={"metadata": {"path": str(cwd)}},
     )
+    client.km = client.create_kernel_manager()
+    client.km.client_factory = PromptKernelClient  # (see autograder/sandbox.py: a missed message)
     with client.setup_kernel():
         yield Kernel(client, notebook)
 

@@ -244,7 +244,7 @@ def test_each_kernel_after_the_first_was_started_while_the_notebook_before_ran(g
 
 def test_a_spare_kernel_imports_what_the_course_cells_import_and_binds_nothing() -> None:
     course = nbformat.v4.new_code_cell(
-        "import math\nimport torch.nn as nn\nfrom launcher import launch\nfrom autograder import expect_close"
+        "import math\nimport torch.nn as nn\nfrom launcher import launch\nfrom autograder import FakeClock"
     )
     course.metadata.nbgrader = {"locked": True, "grade_id": "setup", "grade": False, "solution": False}
     students = nbformat.v4.new_code_cell("import antigravity")  # a student's cell: not imported ahead
@@ -262,9 +262,9 @@ def test_a_spare_kernel_imports_what_the_course_cells_import_and_binds_nothing()
         [sys.executable, "-c", probe], capture_output=True, text=True, timeout=300, cwd=REPO
     )
     assert done.stdout.split() == ["[]", "True", "False", "True", "True"], done.stdout + done.stderr
-    nb.cells[0].source = "import math"
+    nb.cells[0].source = "import math\nfrom autograder import expect_close"
     assert "forkserver" not in sandbox_spare.warm_up_code(nb)  # no launcher: no fork server
-    assert "warm_up" not in sandbox_spare.warm_up_code(nb)  # no checks: nothing to warm up
+    assert "warm_up" not in sandbox_spare.warm_up_code(nb)  # no check that needs warming up
     nb.cells[0].metadata.nbgrader["locked"] = False
     assert sandbox_spare.warm_up_code(nb) == ""
 
@@ -404,3 +404,36 @@ def test_gpus_are_hidden_unless_shown(monkeypatch) -> None:
     assert "LD_LIBRARY_PATH" not in sandbox.sandbox_environment(env)
     shown = sandbox.sandbox_environment(env, gpus=True)
     assert (shown["CUDA_VISIBLE_DEVICES"], shown["LD_LIBRARY_PATH"]) == ("0,1", "/usr/local/nvidia/lib64")
+
+
+def test_the_graders_channels_to_a_kernel_look_for_messages_every_slice(monkeypatch) -> None:
+    # A message whose arrival pyzmq's poll missed is found when a slice's poll times out: the
+    # grader waits a slice for it, not a cell's whole timeout.
+    import asyncio
+    from queue import Empty
+
+    from jupyter_client.channels import AsyncZMQSocketChannel
+
+    polls: list[float | None] = []
+
+    async def poll_once(self: object, timeout: float | None = None) -> dict:
+        polls.append(timeout)
+        await asyncio.sleep(timeout or 0)
+        if getattr(self, "arrives", False) and len(polls) == 3:
+            return {"msg_type": "execute_reply"}
+        raise Empty
+
+    monkeypatch.setattr(AsyncZMQSocketChannel, "get_msg", poll_once)
+    monkeypatch.setattr(sandbox, "POLL_SLICE_S", 0.05)
+    channel = object.__new__(sandbox.PromptChannel)  # (no socket: the poll above is a stand-in)
+    channel.arrives = True  # on the third look
+    found = asyncio.run(channel.get_msg(timeout=None))
+    assert found == {"msg_type": "execute_reply"} and polls == [0.05] * 3
+    polls.clear()
+    with pytest.raises(Empty):
+        channel.arrives = False
+        asyncio.run(channel.get_msg(timeout=0.12))
+    assert polls[:2] == [0.05, 0.05] and len(polls) == 3 and polls[2] <= 0.03  # then the deadline
+    grader = sandbox.SandboxedExecute()
+    grader.nb = nbformat.v4.new_notebook()
+    assert grader.create_kernel_manager().client_factory is sandbox.PromptKernelClient
