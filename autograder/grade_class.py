@@ -38,8 +38,9 @@ from .release import nbgrader_environment
 from .sandbox_watchdog import UNCOUNTED_CPU
 
 MAX_GROUP = 25  # students graded by one nbgrader process at most
-# What nbgrader logs while grading a student it then gives up on, and at the end about each.
-GAVE_UP = ("There was an error processing assignment", "the kernel became unresponsive")
+# What nbgrader logs while grading a student it then gives up on. (At the end, it names each
+# such student again: "There was an error processing assignment '...' for student '...'".)
+GAVE_UP = ("There was an error processing assignment:", "the kernel became unresponsive")
 
 
 @dataclass
@@ -182,11 +183,11 @@ def grade_group(
         lines[current].append(GAVE_UP[0] + "\n")
     for student in [current] if current in lines else []:
         finish(student, end)
+    whole_log = "".join(log)
     for student in students:
         if student not in outcomes:  # nbgrader never came to them
             finish(student, end)
-        # nbgrader names, at the end, each student it gave up on.
-        if f"for student '{student}'" in "".join(log[-len(students) - 5 :]):
+        if f"for student '{student}'" in whole_log:  # named at the end as given up on
             outcomes[student].ok = False
         outcomes[student].cpu_seconds = cpu * outcomes[student].seconds / max(end - start, 1e-9)
         outcomes[student].cpu_seconds += _uncounted_cpu("".join(lines[student]))

@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import os
 import shutil
+import subprocess
+import sys
 import time
 from pathlib import Path
 
@@ -15,6 +17,7 @@ from nbgrader.api import Gradebook
 
 from autograder import grade_class
 from autograder.grade_class import core_sets, groups_of, main
+from autograder.sandbox_watchdog import UNCOUNTED_CPU
 
 ASSIGNMENT = "01-memory-hierarchy"
 NO_SANDBOX = ["--no-sandbox"] if SANDBOX_OPTIONS else []  # where bubblewrap is missing
@@ -128,3 +131,29 @@ def test_each_worker_gets_cores_of_its_own() -> None:
         assert sum(len(s) for s in sets) == len(cores)  # no core dealt twice
     more = core_sets(len(cores) + 3)
     assert len(more) == len(cores) + 3 and all(len(s) == 1 and s <= cores for s in more)
+
+
+def test_each_students_outcome_is_read_from_their_part_of_nbgraders_log(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # nbgrader gives up on ada (her kernel died), grades bob, and names ada again at the end.
+    log = [
+        "[AutogradeApp | INFO] Creating/updating student with ID 'ada': {}",
+        "[AutogradeApp | ERROR] There was an error processing assignment: submitted/ada/01",
+        "[AutogradeApp | INFO] Creating/updating student with ID 'bob': {}",
+        "[AutogradeApp | WARNING] tampering detected in test_units: it replaces expect_close",
+        f"[AutogradeApp | INFO] Sandbox: at most 9 processes and threads; {UNCOUNTED_CPU} 2.50 s",
+        "[AutogradeApp | ERROR] There was an error processing assignment '01' for student 'ada'",
+    ]
+    script = f"import sys, time\nfor line in {log!r}:\n    print(line, flush=True)\n    time.sleep(0.2)\n"
+    script += "sys.exit(1)"
+    real = subprocess.Popen
+    monkeypatch.setattr(subprocess, "Popen", lambda command, **kw: real([sys.executable, "-c", script], **kw))
+    reported: list[str] = []
+    ada, bob = grade_class.grade_group(
+        tmp_path, "01", ["ada", "bob"], ["ada", "bob"], report=lambda o: reported.append(o.student)
+    )
+    assert reported == ["ada", "bob"]
+    assert not ada.ok and "error processing" in ada.log and not ada.tampering
+    assert bob.ok and bob.tampering == ["test_units: it replaces expect_close"]
+    assert bob.cpu_seconds >= 2.5 > ada.cpu_seconds  # the sandbox's logged CPU time is bob's
