@@ -212,7 +212,7 @@ def _launch(
     *args: Any,
     what: str,
     timeout: float = 20,
-    check_collectives: bool = True,
+    check_collectives: bool,
 ) -> list:
     """`launch` on Gloo for a check; a failure becomes a message that keeps the launcher's report."""
     __tracebackhide__ = True

@@ -147,10 +147,10 @@ def grade_group(
     began: dict[str, float] = {}
     log: list[str] = []
 
-    def finish(student: str, end: float) -> None:
+    def finish(student: str, end: float, crashed: bool = False) -> None:
         own = "".join(lines[student])
         outcome = Outcome(student, end - began.get(student, end), log=(own or "".join(log))[-3000:])
-        outcome.ok = student in began and not any(words in own for words in GAVE_UP)
+        outcome.ok = student in began and not crashed and not any(words in own for words in GAVE_UP)
         outcome.tampering = [
             line.split("tampering detected in ", 1)[1].strip()
             for line in own.splitlines()
@@ -178,11 +178,10 @@ def grade_group(
     # workers' processes that ended meanwhile.
     _, status, usage = os.wait4(process.pid, 0)
     end, cpu = time.perf_counter(), usage.ru_utime + usage.ru_stime
-    if os.waitstatus_to_exitcode(status) not in (0, 1) and current in lines:
-        lines[current].append(f"nbgrader exited with status {os.waitstatus_to_exitcode(status)}\n")
-        lines[current].append(GAVE_UP[0] + "\n")
-    for student in [current] if current in lines else []:
-        finish(student, end)
+    code = os.waitstatus_to_exitcode(status)
+    if current in lines:
+        lines[current] += [] if code in (0, 1) else [f"nbgrader exited with status {code}\n"]
+        finish(current, end, crashed=code not in (0, 1))
     whole_log = "".join(log)
     for student in students:
         if student not in outcomes:  # nbgrader never came to them

@@ -43,20 +43,19 @@ import sys
 import tempfile
 import time
 from pathlib import Path
-from queue import Empty
 from typing import Any
 
 import nbformat
 from jupyter_client.asynchronous import AsyncKernelClient
-from jupyter_client.channels import AsyncZMQSocketChannel
 from jupyter_client.manager import AsyncKernelManager
 from nbclient.exceptions import CellTimeoutError, DeadKernelError
 from nbclient.util import run_sync
 from nbgrader.preprocessors import Execute
-from traitlets import Bool, Enum, Integer, Type, Unicode
+from traitlets import Bool, Enum, Integer, Unicode
 
 from . import sandbox_spare
 from .distribution import PACKAGES
+from .kernel_client import PromptKernelClient
 from .release import ROOT
 from .sandbox_watchdog import UNCOUNTED_CPU, GiB, Watchdog
 
@@ -229,39 +228,6 @@ def sandbox_environment(env: dict[str, str], gpus: bool = False) -> dict[str, st
     if not gpus:
         kept["CUDA_VISIBLE_DEVICES"] = ""  # CUDA then finds no GPU at once, without asking the driver
     return {**kept, "HOME": "/tmp/home", "TMPDIR": "/tmp", "MPLCONFIGDIR": "/tmp/home/matplotlib"}
-
-
-POLL_SLICE_S = 1.0  # how long a grader's wait for a kernel's message goes without looking again
-
-
-class PromptChannel(AsyncZMQSocketChannel):
-    """A channel to a kernel that looks for a message at least once a second.
-
-    Now and then (once in a few notebooks of 03 here, after a cell that makes widgets), a
-    message that has arrived does not wake pyzmq's asyncio poll, which then finds it only when
-    its timeout runs out: when nbclient waits for a cell's execute_reply, that is the cell's
-    whole timeout (two minutes), with the kernel idle all along. Polling in slices of a second
-    costs at most a second then.
-    """
-
-    async def get_msg(self, timeout: float | None = None) -> dict[str, Any]:
-        deadline = None if timeout is None else time.monotonic() + timeout
-        while True:
-            left = None if deadline is None else max(0.0, deadline - time.monotonic())
-            try:
-                return await super().get_msg(POLL_SLICE_S if left is None else min(POLL_SLICE_S, left))
-            except Empty:
-                if left is not None and left <= POLL_SLICE_S:
-                    raise
-
-
-class PromptKernelClient(AsyncKernelClient):
-    """The grader's client of a kernel: its channels look for messages once a second."""
-
-    shell_channel_class = Type(PromptChannel)
-    iopub_channel_class = Type(PromptChannel)
-    stdin_channel_class = Type(PromptChannel)
-    control_channel_class = Type(PromptChannel)
 
 
 class SandboxedKernelManager(AsyncKernelManager):

@@ -22,8 +22,8 @@ IN_KERNEL_DISPATCH_MODES = {"FakeClock", "Timeline", "CommLog", "CommDebugMode"}
 def warm_up_code(nb: Any) -> str:
     """Code that imports what the notebook's locked cells import (the course's own cells, which
     nbgrader restores before grading), starts the launcher's fork server if they import the
-    launcher, and warms the checks up if they import one that needs it. It binds no names: the notebook's
-    own imports still do that."""
+    launcher, and warms the checks up if they import one that needs it. It binds no names:
+    the notebook's own imports still do that."""
     modules: dict[str, None] = {}
     names: set[str] = set()
     for cell in nb.cells:

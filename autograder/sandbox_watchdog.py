@@ -95,9 +95,7 @@ class Watchdog(threading.Thread):
             if self._refused_forks():  # checked first: a scan of /proc is slow during a fork bomb
                 self.stop(f"it tried to run more than {self.max_tasks} processes and threads at once")
                 return
-            members = [
-                int(e.name) for e in os.scandir("/proc") if e.name.isdigit() and _in(e.name, namespace)
-            ]
+            members = _members(namespace)
             if not members:
                 return
             tasks = memory = 0
@@ -145,12 +143,8 @@ class Watchdog(threading.Thread):
         # Only while they are still the sandbox's: a pid is reused once its process is gone.
         if self.init_pid is not None and self.namespace and _in(str(self.init_pid), self.namespace):
             if count_cpu:
-                members = [
-                    e.name for e in os.scandir("/proc") if e.name.isdigit() and _in(e.name, self.namespace)
-                ]
-                self.uncounted_cpu_s = sum(
-                    _cpu_seconds(int(pid)) for pid in members if int(pid) != self.init_pid
-                )
+                others = [pid for pid in _members(self.namespace) if pid != self.init_pid]
+                self.uncounted_cpu_s = sum(_cpu_seconds(pid) for pid in others)
             with contextlib.suppress(OSError):
                 os.kill(self.init_pid, signal.SIGKILL)
             # bwrap then reaps the kernel and exits by itself, which adds the CPU time of
@@ -159,6 +153,11 @@ class Watchdog(threading.Thread):
                 self.bwrap.wait(timeout=2)
         if self.bwrap.poll() is None:
             self.bwrap.kill()
+
+
+def _members(namespace: str) -> list[int]:
+    """The processes in a pid namespace, as the grader sees them."""
+    return [int(e.name) for e in os.scandir("/proc") if e.name.isdigit() and _in(e.name, namespace)]
 
 
 def _in(pid: str, namespace: str) -> bool:

@@ -28,14 +28,20 @@ def scores(root: Path) -> dict[str, float]:
         return {s.student.id: s.score for s in gradebook.find_assignment(ASSIGNMENT).submissions}
 
 
-def test_a_class_is_graded_in_parallel_and_resumed(
-    released_course: Path, tmp_path: Path, capsys: pytest.CaptureFixture
-) -> None:
+def course_with(released_course: Path, tmp_path: Path, names: list[str]) -> Path:
+    """A copy of the released course, with these students' notebooks of ASSIGNMENT handed in."""
     root = tmp_path / "course"
     shutil.copytree(released_course, root)
     students = {s.name: s for s in class_of(ASSIGNMENT)}
-    for name in ("solutions", "untouched", "wrong-0"):
+    for name in names:
         hand_in(root, students[name])
+    return root
+
+
+def test_a_class_is_graded_in_parallel_and_resumed(
+    released_course: Path, tmp_path: Path, capsys: pytest.CaptureFixture
+) -> None:
+    root = course_with(released_course, tmp_path, ["solutions", "untouched", "wrong-0"])
 
     assert main([ASSIGNMENT, "--jobs", "2", "--root", str(root), *NO_SANDBOX]) == 0
     printed = capsys.readouterr().out
@@ -64,11 +70,7 @@ def test_a_class_is_graded_in_parallel_and_resumed(
 def test_one_worker_grades_everyone_in_one_nbgrader_and_reports_each_when_done(
     released_course: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    root = tmp_path / "course"
-    shutil.copytree(released_course, root)
-    students = {s.name: s for s in class_of(ASSIGNMENT)}
-    for name in ("solutions", "wrong-0"):
-        hand_in(root, students[name])
+    root = course_with(released_course, tmp_path, ["solutions", "wrong-0"])
     groups, reported = [], {}
     real = grade_class.grade_group
 
@@ -112,9 +114,7 @@ def test_students_are_shared_out_in_groups() -> None:
 def test_a_class_is_not_graded_without_a_sandbox_unless_asked(
     released_course: Path, tmp_path: Path, capsys: pytest.CaptureFixture, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    root = tmp_path / "course"
-    shutil.copytree(released_course, root)
-    hand_in(root, {s.name: s for s in class_of(ASSIGNMENT)}["untouched"])
+    root = course_with(released_course, tmp_path, ["untouched"])
     monkeypatch.setattr("autograder.sandbox.bwrap_problem", lambda bwrap: "bubblewrap is not installed.")
     assert main([ASSIGNMENT, "--root", str(root)]) == 2
     assert "Install bubblewrap" in capsys.readouterr().err

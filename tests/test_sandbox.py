@@ -31,7 +31,7 @@ import nbformat
 import pytest
 from nbgrader.api import Gradebook
 
-from autograder import grade_class, sandbox, sandbox_spare
+from autograder import grade_class, kernel_client, sandbox, sandbox_spare
 from autograder.release import nbgrader_environment
 from autograder.sandbox import GiB, bwrap_problem
 
@@ -413,16 +413,16 @@ def test_the_graders_channels_to_a_kernel_look_for_messages_every_slice(monkeypa
         raise Empty
 
     monkeypatch.setattr(AsyncZMQSocketChannel, "get_msg", poll_once)
-    monkeypatch.setattr(sandbox, "POLL_SLICE_S", 0.05)
-    channel = object.__new__(sandbox.PromptChannel)  # (no socket: the poll above is a stand-in)
+    monkeypatch.setattr(kernel_client, "POLL_SLICE_S", 0.05)
+    channel = object.__new__(kernel_client.PromptChannel)  # (no socket: the poll above is a stand-in)
     channel.arrives = True  # on the third look
     found = asyncio.run(channel.get_msg(timeout=None))
     assert found == {"msg_type": "execute_reply"} and polls == [0.05] * 3
     polls.clear()
+    channel.arrives = False
     with pytest.raises(Empty):
-        channel.arrives = False
         asyncio.run(channel.get_msg(timeout=0.12))
     assert polls[:2] == [0.05, 0.05] and len(polls) == 3 and polls[2] <= 0.03  # then the deadline
     grader = sandbox.SandboxedExecute()
     grader.nb = nbformat.v4.new_notebook()
-    assert grader.create_kernel_manager().client_factory is sandbox.PromptKernelClient
+    assert grader.create_kernel_manager().client_factory is kernel_client.PromptKernelClient
