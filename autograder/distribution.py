@@ -32,6 +32,8 @@ INSTRUCTORS_ONLY = [
     "sandbox.py",
     "sandbox_watchdog.py",
     "preprocessors.py",
+    "preflight.py",
+    "ungraded.py",
     "nbgrader_config.py",
 ]
 FILES = ["pyproject.toml", "environment.yml", ".gitignore"]

@@ -13,7 +13,12 @@ student. A student whose autograded notebook is newer than the submission is ski
 ``--force`` is given, so an interrupted run picks up where it stopped. It prints a line per
 student as soon as that student is done (time, score, failed and timed-out test cells, whether
 the sandbox stopped the notebook, and whether its code was flagged for tampering) with an
-estimate of the time left, and a summary at the end. The gradebook is shared by the workers: on
+estimate of the time left, and a summary at the end. A submission nbgrader could not grade (its
+kernel died before replying, its notebook could not be read, or its outcome was the grader's
+fault: see autograder/ungraded.py) is listed as NOT GRADED, with why, and the exit status is 1:
+whatever score the gradebook shows for it is not a grade. If a kernel started as submissions' are
+cannot grade the course (autograder/preflight.py), nothing is graded: the command prints what is
+wrong and the fix, and exits with status 2. The gradebook is shared by the workers: on
 SQLite, each waits for the others' writes rather than failing. On Linux, each worker's notebooks
 run on cores of their own (this process's cores dealt out among the workers), so that J kernels
 do not each start as many threads as the machine has cores.
@@ -28,12 +33,14 @@ import os
 import queue
 import subprocess
 import sys
+import threading
 import time
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from .preflight import STOPPED
 from .release import nbgrader_environment
 from .sandbox_watchdog import UNCOUNTED_CPU
 
@@ -41,6 +48,12 @@ MAX_GROUP = 25  # students graded by one nbgrader process at most
 # What nbgrader logs while grading a student it then gives up on. (At the end, it names each
 # such student again: "There was an error processing assignment '...' for student '...'".)
 GAVE_UP = ("There was an error processing assignment:", "the kernel became unresponsive")
+NOT_GRADED = "NOT GRADED: "  # how the grading sandbox logs a notebook it ran but could not grade
+
+
+class GradingStopped(Exception):
+    """Grading stopped before the first submission (see autograder/preflight.py): the message
+    says what was expected, what was found, and the fix."""
 
 
 @dataclass
@@ -50,7 +63,7 @@ class Outcome:
     student: str
     seconds: float = 0.0
     cpu_seconds: float = 0.0
-    ok: bool = True
+    not_graded: str | None = None  # why nbgrader could not grade the submission, if it could not
     log: str = ""
     score: float | None = None
     max_score: float | None = None
@@ -58,6 +71,10 @@ class Outcome:
     timed_out: list[str] = field(default_factory=list)
     tampering: list[str] = field(default_factory=list)  # what FlagTampering logged
     stopped: str | None = None  # why the sandbox stopped the notebook, if it did
+
+    @property
+    def graded(self) -> bool:
+        return self.not_graded is None
 
 
 def students_of(root: Path, assignment: str) -> list[str]:
@@ -147,10 +164,13 @@ def grade_group(
     began: dict[str, float] = {}
     log: list[str] = []
 
-    def finish(student: str, end: float, crashed: bool = False) -> None:
+    def finish(student: str, end: float, crashed: str | None = None) -> None:
         own = "".join(lines[student])
-        outcome = Outcome(student, end - began.get(student, end), log=(own or "".join(log))[-3000:])
-        outcome.ok = student in began and not crashed and not any(words in own for words in GAVE_UP)
+        outcome = Outcome(student, end - began.get(student, end), log=_tail(own or "".join(log)))
+        if student not in began:
+            outcome.not_graded = "nbgrader stopped before it came to this student"
+        elif crashed or any(words in own for words in GAVE_UP):
+            outcome.not_graded = crashed or why_not_graded(own)
         outcome.tampering = [
             line.split("tampering detected in ", 1)[1].strip()
             for line in own.splitlines()
@@ -179,18 +199,57 @@ def grade_group(
     _, status, usage = os.wait4(process.pid, 0)
     end, cpu = time.perf_counter(), usage.ru_utime + usage.ru_stime
     code = os.waitstatus_to_exitcode(status)
-    if current in lines:
-        lines[current] += [] if code in (0, 1) else [f"nbgrader exited with status {code}\n"]
-        finish(current, end, crashed=code not in (0, 1))
     whole_log = "".join(log)
+    if STOPPED in whole_log:
+        raise GradingStopped(_record(whole_log, STOPPED))
+    if current in lines:
+        finish(current, end, crashed=None if code in (0, 1) else f"nbgrader exited with status {code}")
     for student in students:
         if student not in outcomes:  # nbgrader never came to them
             finish(student, end)
-        if f"for student '{student}'" in whole_log:  # named at the end as given up on
-            outcomes[student].ok = False
+        if f"for student '{student}'" in whole_log and outcomes[student].graded:  # named at the end
+            outcomes[student].not_graded = why_not_graded("".join(lines[student]))
         outcomes[student].cpu_seconds = cpu * outcomes[student].seconds / max(end - start, 1e-9)
         outcomes[student].cpu_seconds += _uncounted_cpu("".join(lines[student]))
     return [outcomes[s] for s in students]
+
+
+def _tail(log: str, size: int = 3000) -> str:
+    """The end of a log, from the start of a line."""
+    return log if len(log) <= size else log[-size:].split("\n", 1)[-1]
+
+
+def why_not_graded(log: str) -> str:
+    """Why nbgrader gave up on a student, from their part of its log: what the grading sandbox
+    said (autograder/ungraded.py), else the error that ended the traceback nbgrader logged."""
+    if NOT_GRADED in log:
+        return _record(log, NOT_GRADED)[len(NOT_GRADED) :]
+    if "the kernel became unresponsive" in log:
+        return "the kernel became unresponsive, and could not be interrupted"
+    lines = log.splitlines()
+    starts = [i for i, line in enumerate(lines) if "Traceback (most recent call last):" in line]
+    if starts:
+        block = []
+        for line in lines[starts[-1] + 1 :]:
+            if line.startswith("[") and " | " in line:  # nbgrader's next log record
+                break
+            block.append(line.removeprefix("    "))  # (nbgrader's log indents a record's later lines)
+        last = [line for line in block if line.strip() and not line.startswith((" ", "\t"))]
+        if last:
+            return last[-1].strip()[:500]
+    return "nbgrader could not grade it (see its log below)"
+
+
+def _record(log: str, words: str) -> str:
+    """The log record that contains ``words``, from them on, with the lines that continue it."""
+    lines = log.splitlines()
+    first = next(i for i, line in enumerate(lines) if words in line)
+    record = [lines[first][lines[first].index(words) :]]
+    for line in lines[first + 1 :]:
+        if line.startswith("[") and " | " in line:
+            break
+        record.append(line)
+    return "\n".join(record).rstrip()
 
 
 def _uncounted_cpu(log: str) -> float:
@@ -234,8 +293,8 @@ def read_results(root: Path, assignment: str, outcome: Outcome) -> None:
 
 
 def describe(outcome: Outcome) -> str:
-    if not outcome.ok:
-        return f"{outcome.student}: nbgrader failed after {outcome.seconds:.1f} s"
+    if not outcome.graded:
+        return f"{outcome.student}: NOT GRADED after {outcome.seconds:.1f} s: {outcome.not_graded}"
     score = "" if outcome.score is None else f"{outcome.score:g}/{outcome.max_score:g}"
     extra = f"; failed: {', '.join(outcome.failed_tests)}" if outcome.failed_tests else ""
     extra += f"; timed out: {', '.join(outcome.timed_out)}" if outcome.timed_out else ""
@@ -271,18 +330,22 @@ def grade_class(
         free.put(cores)
 
     finished: queue.Queue[Outcome | BaseException | None] = queue.Queue()
+    stopping = threading.Event()  # a group failed in a way that stops the class: start no other
 
     def grade_on_free_cores(group: list[str]) -> None:
         cores = free.get()  # a worker's cores, while it grades this group
         try:
-            grade_group(root, assignment, group, everyone, options, cores, report=finished.put)
+            if not stopping.is_set():
+                grade_group(root, assignment, group, everyone, options, cores, report=finished.put)
         except BaseException as error:  # noqa: BLE001 - raised again in the main thread
+            stopping.set()
             finished.put(error)
         finally:
             free.put(cores)
             finished.put(None)  # this group is done
 
     groups = groups_of(todo, jobs)
+    error: BaseException | None = None
     with ThreadPoolExecutor(max(1, jobs)) as pool:
         for group in groups:
             pool.submit(grade_on_free_cores, group)
@@ -293,12 +356,15 @@ def grade_class(
                 running -= 1
                 continue
             if isinstance(item, BaseException):
-                raise item
+                error = error or item  # (the groups already running finish first)
+                continue
             read_results(root, assignment, item)
             outcomes.append(item)
             n, elapsed = len(outcomes), time.perf_counter() - start
             left = elapsed / n * (len(todo) - n)
             print(f"[{n}/{len(todo)}, about {left:.0f} s left] {describe(item)}", flush=True)
+    if error is not None:
+        raise error
     summarise(outcomes, time.perf_counter() - start)
     return outcomes
 
@@ -308,13 +374,16 @@ def summarise(outcomes: list[Outcome], wall: float) -> None:
         print("nothing to grade")
         return
     cpu = sum(o.cpu_seconds for o in outcomes) / len(outcomes)
-    print(f"graded {len(outcomes)} in {wall:.0f} s ({wall / len(outcomes):.1f} s each, {cpu:.1f} CPU s each)")
-    failed = [o for o in outcomes if not o.ok]
+    graded = sum(o.graded for o in outcomes)
+    print(
+        f"graded {graded} of {len(outcomes)} in {wall:.0f} s "
+        f"({wall / len(outcomes):.1f} s each, {cpu:.1f} CPU s each)"
+    )
+    not_graded = [o for o in outcomes if not o.graded]
     timed_out = [o for o in outcomes if o.timed_out]
     flagged = [o for o in outcomes if o.tampering]
     stopped = [o for o in outcomes if o.stopped]
     for title, group in (
-        ("nbgrader failed for", failed),
         ("cells ran out of time for", timed_out),
         ("the sandbox stopped the notebooks of", stopped),
     ):
@@ -324,8 +393,16 @@ def summarise(outcomes: list[Outcome], wall: float) -> None:
         print("flagged for tampering (look at these notebooks; their later tests scored zero):")
         for o in flagged:
             print("  " + "\n  ".join(o.tampering))
-    for o in failed:
-        print(f"--- {o.student} ---\n{o.log}")
+    if not_graded:
+        names = " ".join(o.student for o in not_graded)
+        print(
+            f"NOT GRADED: {len(not_graded)} submission(s). A score the gradebook shows for them is not a "
+            f"grade. Fix the cause, then grade them again with --force --students {names}"
+        )
+        for o in not_graded:
+            print(f"  {o.student}: {o.not_graded}")
+    for o in not_graded:
+        print(f"--- {o.student}: nbgrader's log ---\n{o.log}")
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -357,8 +434,12 @@ def main(argv: list[str] | None = None) -> int:
         print(f"Grading runs each submission in a sandbox, and {problem} {INSTALL}", file=sys.stderr)
         print("(Here, the option is --no-sandbox.)", file=sys.stderr)
         return 2
-    outcomes = grade_class(root, args.assignment, args.jobs, args.force, args.students, options)
-    return 1 if any(not o.ok for o in outcomes) else 0
+    try:
+        outcomes = grade_class(root, args.assignment, args.jobs, args.force, args.students, options)
+    except GradingStopped as stopped:
+        print(f"{stopped}\nNo submission was graded.", file=sys.stderr)
+        return 2
+    return 1 if any(not o.graded for o in outcomes) else 0
 
 
 if __name__ == "__main__":

@@ -21,6 +21,10 @@ c.ClearSolutions.code_stub = {"python": "# YOUR CODE HERE\nraise NotImplementedE
 c.Execute.timeout = 120
 c.Execute.interrupt_on_timeout = True
 
+# Before the first submission, one kernel started as submissions' are must import the course
+# being graded, or nothing is graded (autograder/preflight.py).
+c.Autograde.exporter_class = "autograder.preflight.CheckedExporter"
+
 # A test cell fails by raising, not by writing to stderr: a correct answer that warns keeps its
 # points; one after code that tampers with what grading relies on fails, and is logged. Feedback
 # shows which tests failed and their messages, never the hidden tests' code. (All three are in

@@ -58,6 +58,7 @@ from .distribution import PACKAGES
 from .kernel_client import PromptKernelClient
 from .release import ROOT
 from .sandbox_watchdog import UNCOUNTED_CPU, GiB, Watchdog
+from .ungraded import NotGraded, not_graded_because
 
 INSTALL = (
     "Install bubblewrap from your system's packages: `sudo apt install bubblewrap` (Debian, "
@@ -167,16 +168,28 @@ def _readable(paths: list[str]) -> list[str]:
     return arguments
 
 
+def python_prefixes(kernel_python: str) -> list[str]:
+    """The folders the grader's and the kernel's Pythons are installed in."""
+    return [sys.prefix, sys.base_prefix, sys.exec_prefix, str(Path(kernel_python).resolve().parents[1])]
+
+
 def python_paths(kernel_python: str) -> list[str]:
     """Where the kernel's Python and its packages live: the prefixes, and what is on sys.path
     (the folder nbgrader runs in, the course's, is not: it is sys.path's first entry)."""
-    paths = [sys.prefix, sys.base_prefix, sys.exec_prefix, str(Path(kernel_python).resolve().parents[1])]
+    paths = python_prefixes(kernel_python)
     paths += [p for p in sys.path[1:] if p and os.path.isdir(p) and Path(p).resolve() != Path.cwd().resolve()]
     visible: list[str] = []
     for path in dict.fromkeys(os.path.abspath(p) for p in paths):
         if not any(Path(path).is_relative_to(other) for other in visible):
             visible = [v for v in visible if not Path(v).is_relative_to(path)] + [path]
     return visible
+
+
+def _python_environment(path: str, kernel_python: str) -> bool:
+    """Whether a folder of Python's is an environment's own (a prefix, or where packages are
+    installed), rather than a source folder someone put on sys.path."""
+    prefixes = {os.path.abspath(p) for p in python_prefixes(kernel_python)}
+    return path in prefixes or bool({"site-packages", "dist-packages"} & set(Path(path).parts))
 
 
 def sandbox_command(
@@ -191,19 +204,28 @@ def sandbox_command(
     """The bwrap command line that runs ``kernel_cmd`` in the sandbox.
 
     ``hidden`` are folders the sandbox must not show (the course's): where one lies inside a
-    folder it shows, an empty one covers it, and then only the course's packages and a Python
-    environment kept inside it are shown again.
+    folder it shows, an empty one covers it, and then only the course's packages and the Python
+    environments' folders kept inside it are shown again.
     """
-    shown = [p for p in python_paths(kernel_cmd[0]) if not any(Path(p).is_relative_to(h) for h in hidden)]
-    mounts = _readable(SYSTEM) + _readable(shown)
-    mounts += ["--ro-bind", "/sys", "/sys", "--proc", "/proc", "--dev", "/dev"]
+    paths = python_paths(kernel_cmd[0])
+    inside = [p for p in paths if any(Path(p).is_relative_to(h) for h in hidden)]
+    shown = [p for p in paths if p not in inside and not Path("/tmp").is_relative_to(p)]
+    # The sandbox's own folders first, then what it shows on top of them: Python may live in the
+    # machine's /tmp, which the sandbox's private /tmp would otherwise cover.
+    mounts = ["--tmpfs", "/tmp", "--dir", "/tmp/home", "--dir", "/tmp/work"]
+    mounts += ["--ro-bind", "/sys", "/sys", "--proc", "/proc", "--dev", "/dev", "--tmpfs", "/dev/shm"]
     for device in sorted(glob.glob("/dev/nvidia*") + glob.glob("/dev/dri")) if gpus else []:
         mounts += ["--dev-bind", device, device]
-    mounts += ["--tmpfs", "/dev/shm", "--tmpfs", "/tmp", "--dir", "/tmp/home", "--dir", "/tmp/work"]
+    mounts += _readable(SYSTEM) + _readable(shown)
     for folder in hidden:
         if any(folder.is_relative_to(p) for p in [*shown, "/usr", "/etc"]):
             mounts += ["--tmpfs", str(folder)]
-    environments = [sys.prefix] if any(Path(sys.prefix).is_relative_to(h) for h in hidden) else []
+    # Python's own folders kept inside the course's (its .venv, say) are shown again, not the rest.
+    environments = [
+        p
+        for p in inside
+        if _python_environment(p, kernel_cmd[0]) and not any(h.is_relative_to(p) for h in hidden)
+    ]
     mounts += _readable(environments + [str(ROOT / package) for package in PACKAGES])
     # The kernel's connection file and the sockets it talks to the grader through.
     mounts += ["--bind", runtime, runtime]
@@ -230,7 +252,35 @@ def sandbox_environment(env: dict[str, str], gpus: bool = False) -> dict[str, st
     return {**kept, "HOME": "/tmp/home", "TMPDIR": "/tmp", "MPLCONFIGDIR": "/tmp/home/matplotlib"}
 
 
-class SandboxedKernelManager(AsyncKernelManager):
+def course_first(env: dict[str, str]) -> dict[str, str]:
+    """A kernel's environment in which the course being graded (ROOT, where this grading code
+    lives) comes first on Python's path: its kernel then imports the course's packages from there,
+    whatever the environment's install of the course points to (another copy's editable install,
+    say), and so do the launcher's fork server and ranks, which inherit it."""
+    return {**env, "PYTHONPATH": os.pathsep.join([str(ROOT), *filter(None, [env.get("PYTHONPATH")])])}
+
+
+class CourseKernelManager(AsyncKernelManager):
+    """A kernel manager whose kernel imports the course being graded (see `course_first`), and
+    whose stderr goes to ``stderr_path`` when that is set (the check before grading reads it)."""
+
+    def __init__(self, **kwargs: Any):
+        super().__init__(**kwargs)
+        self.stderr_path: str | None = None
+
+    async def _async_pre_start_kernel(self, **kw: Any) -> tuple[list[str], dict[str, Any]]:
+        kw["env"] = course_first(kw.get("env") or dict(os.environ))
+        return await super()._async_pre_start_kernel(**kw)
+
+    async def _async_launch_kernel(self, kernel_cmd: list[str], **kw: Any) -> None:
+        if self.stderr_path is None:
+            return await super()._async_launch_kernel(kernel_cmd, **kw)
+        with open(self.stderr_path, "ab") as stderr:
+            kw["stderr"] = stderr
+            await super()._async_launch_kernel(kernel_cmd, **kw)
+
+
+class SandboxedKernelManager(CourseKernelManager):
     """A kernel manager whose kernel runs in a bubblewrap sandbox, under a watchdog."""
 
     max_tasks = Integer(512, help="Processes and threads the sandbox may run at once.")
@@ -245,6 +295,7 @@ class SandboxedKernelManager(AsyncKernelManager):
         self.cgroup: Path | None = None
         self._runtime = ""  # made when the kernel starts: a manager may never start one
         self.started_ahead = False  # a spare kernel, started while the notebook before ran
+        self.purpose = ""  # what the kernel is for, when not a submission (its log line says it)
 
     @property
     def kernel_spec(self) -> Any:
@@ -280,7 +331,11 @@ class SandboxedKernelManager(AsyncKernelManager):
                 str(self.cgroup / "cgroup.procs"),
                 *command,
             ]
-        kw["env"] = sandbox_environment(kw.get("env") or dict(os.environ), self.gpus)
+        # (Only the course on Python's path: the grader's own entries are not the kernel's business.)
+        kw["env"] = {
+            **sandbox_environment(kw.get("env") or dict(os.environ), self.gpus),
+            "PYTHONPATH": str(ROOT),
+        }
         kw.pop("cwd", None)
         # Not watched through its parent's pid, which the sandbox hides: bwrap's --die-with-parent
         # stops it when the grader dies.
@@ -317,7 +372,11 @@ class SandboxedKernelManager(AsyncKernelManager):
             self.watchdog.join(timeout=5)
             self.log.info(
                 "Sandbox%s: at most %d processes and threads, %.2f GiB of memory; %s %.2f s",
-                " (kernel started ahead)" if self.started_ahead else "",
+                f" ({self.purpose})"
+                if self.purpose
+                else " (kernel started ahead)"
+                if self.started_ahead
+                else "",
                 self.watchdog.peak_tasks,
                 self.watchdog.peak_memory / GiB,
                 UNCOUNTED_CPU,
@@ -388,6 +447,7 @@ class SandboxedExecute(Execute):
                 raise SandboxUnavailable(message)
             self.kernel_manager_class = SandboxedKernelManager
         else:
+            self.kernel_manager_class = CourseKernelManager
             self.log.warning(
                 "Grading WITHOUT a sandbox (SandboxedExecute.sandbox is False): this submission's "
                 "code can read the solutions and the gradebook, and change other students' grades."
@@ -395,13 +455,27 @@ class SandboxedExecute(Execute):
         self._deadline = time.monotonic() + self.notebook_timeout
         self._stopped: str | None = None
         self._output_sizes: dict[int, int] = {}
-        return super().preprocess(nb, resources, km)
+        nb, resources = super().preprocess(nb, resources, km)
+        reason = not_graded_because(nb)
+        if reason is not None:
+            # nbgrader then keeps no score for it, and names the student as one it could not grade.
+            self.log.error("NOT GRADED: %s", reason)
+            raise NotGraded(reason)
+        return nb, resources
+
+    # Where the kernel's own stderr goes, when set (the check before grading reads it); else
+    # nowhere in the sandbox, and to the grader's outside it.
+    kernel_stderr: str | None = None
 
     def create_kernel_manager(self) -> Any:
         km = super().create_kernel_manager()
+        if isinstance(km, CourseKernelManager):
+            km.stderr_path = self.kernel_stderr
+        if isinstance(km, SandboxedKernelManager) and self.kernel_stderr is not None:
+            km.purpose = "the check before grading"
         if isinstance(km, SandboxedKernelManager):
             self._configure(km)
-            spare = sandbox_spare.take(self._spare_key(km))
+            spare = sandbox_spare.take(self._spare_key(km)) if self.kernel_stderr is None else None
             if spare is not None:
                 spare.started_ahead = True
                 self.km = km = spare
@@ -423,7 +497,15 @@ class SandboxedExecute(Execute):
         return (*settings, arguments, sandbox_spare.warm_up_code(self.nb))
 
     async def async_start_new_kernel_client(self) -> Any:
-        kc = await super().async_start_new_kernel_client()
+        km = self.km
+        try:
+            kc = await super().async_start_new_kernel_client()
+        except Exception as error:
+            # (nbclient has let go of the manager by now: the reason is read from the one it had.)
+            reason = getattr(km, "stop_reason", None)
+            if reason is None:
+                raise
+            raise RuntimeError(f"{error}: the sandbox stopped it because {reason}") from error
         if self.spare_kernel and isinstance(self.km, SandboxedKernelManager):
             await self._start_spare()
         return kc

@@ -110,7 +110,7 @@ class Watchdog(threading.Thread):
             if tasks >= self.max_tasks or self._refused_forks():
                 self.stop(f"it tried to run more than {self.max_tasks} processes and threads at once")
             elif memory > self.max_memory:
-                self.stop(f"it used more than {self.max_memory / GiB:.1f} GiB of memory")
+                self.stop(f"it used more than {self.max_memory / GiB:.3g} GiB of memory")
 
     def _refused_forks(self) -> bool:
         # The pids cgroup counts the forks it refused: one read, however many processes there are.

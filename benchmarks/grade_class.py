@@ -73,7 +73,7 @@ def main() -> None:
             with contextlib.redirect_stdout(io.StringIO()):
                 outcomes = grade_class(root, args.assignment, jobs=jobs, options=args.option)
             wall = time.perf_counter() - start
-        full = all(o.ok and o.score == o.max_score for o in outcomes)
+        full = all(o.graded and o.score == o.max_score for o in outcomes)
         cpu = sum(o.cpu_seconds for o in outcomes) / len(outcomes)
         each = sorted(o.seconds for o in outcomes)
         print(

@@ -17,6 +17,7 @@ from nbgrader.api import Gradebook
 
 from autograder import grade_class
 from autograder.grade_class import core_sets, groups_of, main
+from autograder.preflight import STOPPED
 from autograder.sandbox_watchdog import UNCOUNTED_CPU
 
 ASSIGNMENT = "01-memory-hierarchy"
@@ -45,7 +46,7 @@ def test_a_class_is_graded_in_parallel_and_resumed(
 
     assert main([ASSIGNMENT, "--jobs", "2", "--root", str(root), *NO_SANDBOX]) == 0
     printed = capsys.readouterr().out
-    assert "3 to grade, 2 at a time" in printed and "[3/3" in printed and "graded 3 in" in printed
+    assert "3 to grade, 2 at a time" in printed and "[3/3" in printed and "graded 3 of 3 in" in printed
     graded = scores(root)
     release = read(root / "notebooks" / ASSIGNMENT / "memory_hierarchy.ipynb")
     maximum = sum(c.metadata["nbgrader"].get("points", 0) for c in release.cells if is_test(c))
@@ -90,7 +91,7 @@ def test_one_worker_grades_everyone_in_one_nbgrader_and_reports_each_when_done(
     assert group == ["solutions", "wrong-0"]
     # The first was reported while nbgrader went on with the second, which takes seconds.
     assert reported["solutions"] < ended - 1 and reported["wrong-0"] <= ended
-    assert [o.student for o in outcomes] == group and all(o.ok for o in outcomes)
+    assert [o.student for o in outcomes] == group and all(o.graded for o in outcomes)
     assert outcomes[0].score > outcomes[1].score
     assert sum(o.seconds for o in outcomes) == pytest.approx(ended - start, abs=1.0)
     assert all(o.cpu_seconds > 0.5 for o in outcomes)  # the kernels' CPU time is counted
@@ -136,24 +137,56 @@ def test_each_worker_gets_cores_of_its_own() -> None:
 def test_each_students_outcome_is_read_from_their_part_of_nbgraders_log(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    # nbgrader gives up on ada (her kernel died), grades bob, and names ada again at the end.
+    # nbgrader gives up on ada (her kernel died) and cy (the sandbox found the course's setup
+    # failed), grades bob, and names ada and cy again at the end.
     log = [
         "[AutogradeApp | INFO] Creating/updating student with ID 'ada': {}",
         "[AutogradeApp | ERROR] There was an error processing assignment: submitted/ada/01",
+        "[AutogradeApp | ERROR] Traceback (most recent call last):",
+        '      File "nbclient/client.py", line 600, in async_start_new_kernel_client',
+        "        await ensure_async(self.kc.wait_for_ready(timeout=self.startup_timeout))",
+        "    RuntimeError: Kernel died before replying to kernel_info",
+        "    ",
         "[AutogradeApp | INFO] Creating/updating student with ID 'bob': {}",
         "[AutogradeApp | WARNING] tampering detected in test_units: it replaces expect_close",
         f"[AutogradeApp | INFO] Sandbox: at most 9 processes and threads; {UNCOUNTED_CPU} 2.50 s",
+        "[AutogradeApp | INFO] Creating/updating student with ID 'cy': {}",
+        "[AutogradeApp | ERROR] NOT GRADED: the course's own cell 2 failed before the student's code ran",
+        "[AutogradeApp | ERROR] There was an error processing assignment: submitted/cy/01",
         "[AutogradeApp | ERROR] There was an error processing assignment '01' for student 'ada'",
+        "[AutogradeApp | ERROR] There was an error processing assignment '01' for student 'cy'",
     ]
     script = f"import sys, time\nfor line in {log!r}:\n    print(line, flush=True)\n    time.sleep(0.2)\n"
     script += "sys.exit(1)"
     real = subprocess.Popen
     monkeypatch.setattr(subprocess, "Popen", lambda command, **kw: real([sys.executable, "-c", script], **kw))
     reported: list[str] = []
-    ada, bob = grade_class.grade_group(
-        tmp_path, "01", ["ada", "bob"], ["ada", "bob"], report=lambda o: reported.append(o.student)
+    ada, bob, cy = grade_class.grade_group(
+        tmp_path,
+        "01",
+        ["ada", "bob", "cy"],
+        ["ada", "bob", "cy"],
+        report=lambda o: reported.append(o.student),
     )
-    assert reported == ["ada", "bob"]
-    assert not ada.ok and "error processing" in ada.log and not ada.tampering
-    assert bob.ok and bob.tampering == ["test_units: it replaces expect_close"]
+    assert reported == ["ada", "bob", "cy"]
+    assert ada.not_graded == "RuntimeError: Kernel died before replying to kernel_info" and not ada.tampering
+    assert bob.graded and bob.tampering == ["test_units: it replaces expect_close"]
+    assert cy.not_graded == "the course's own cell 2 failed before the student's code ran"
     assert bob.cpu_seconds >= 2.5 > ada.cpu_seconds  # the sandbox's logged CPU time is bob's
+
+
+def test_grading_stopped_before_the_first_student_is_raised_with_its_message(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    log = [
+        f"[AutogradeApp | ERROR] {STOPPED}: a kernel started as submissions' are did not start.",
+        "    Fix: raise SandboxedExecute.max_memory",
+    ]
+    script = f"import sys\nfor line in {log!r}:\n    print(line)\nsys.exit(1)"
+    real = subprocess.Popen
+    monkeypatch.setattr(subprocess, "Popen", lambda command, **kw: real([sys.executable, "-c", script], **kw))
+    with pytest.raises(grade_class.GradingStopped) as stopped:
+        grade_class.grade_group(tmp_path, "01", ["ada"], ["ada"])
+    assert str(stopped.value).startswith(STOPPED) and "Fix: raise SandboxedExecute.max_memory" in str(
+        stopped.value
+    )

@@ -29,19 +29,15 @@ from pathlib import Path
 
 import nbformat
 import pytest
+import small_assignment
 from nbgrader.api import Gradebook
+from small_assignment import ASSIGNMENT, HIDDEN, NOTEBOOK, REPO, TESTS, release
 
 from autograder import grade_class, kernel_client, sandbox, sandbox_spare
-from autograder.release import nbgrader_environment
 from autograder.sandbox import GiB, bwrap_problem
 
-REPO = Path(__file__).resolve().parents[1]
 HOSTILE = Path(__file__).parent / "hostile_submissions"
-ASSIGNMENT = "00-sandbox"
-NOTEBOOK = "sandbox"
 HONEST = ["honest-first", "honest-last"]
-TESTS = ["test_first", "test_second", "test_third", "test_fourth"]
-HIDDEN = "hidden-test-7f3a9c"  # in the hidden test: must never reach a graded notebook
 SECRET = "grader-token-52d1e8"  # in the grader's environment: must never reach a kernel
 MARKER = f"hostile-{uuid.uuid4().hex[:12]}"  # in every process an attack starts
 # Short limits, so the attacks that hang or hog cost little: a cell may run 8 s, the notebook
@@ -89,77 +85,16 @@ def attacks() -> list[Attack]:
     return found
 
 
-def _cell(kind: str, source: str, grade_id: str = "", points: int = 0) -> nbformat.NotebookNode:
-    if kind == "markdown":
-        return nbformat.v4.new_markdown_cell(source)
-    cell = nbformat.v4.new_code_cell(source)
-    if grade_id:
-        solution = kind == "answer"
-        cell.metadata.nbgrader = {
-            "grade": not solution,
-            "solution": solution,
-            "locked": not solution,
-            "grade_id": grade_id,
-            "schema_version": 3,
-            **({} if solution else {"points": points}),
-        }
-    return cell
-
-
-def source_notebook() -> nbformat.NotebookNode:
-    hidden = f"### BEGIN HIDDEN TESTS\nassert second() + 0 == 2  # {HIDDEN}\n### END HIDDEN TESTS"
-    nb = nbformat.v4.new_notebook()
-    nb.metadata.kernelspec = {"name": "python3", "display_name": "Python 3", "language": "python"}
-    nb.cells = [
-        _cell("markdown", "# A small assignment, for grading hostile submissions"),
-        _cell("answer", "### BEGIN SOLUTION\ndef first():\n    return 1\n### END SOLUTION", "first"),
-        _cell("test", "assert first() == 1", "test_first", 1),
-        _cell("answer", "### BEGIN SOLUTION\ndef second():\n    return 2\n### END SOLUTION", "second"),
-        _cell(
-            "test",
-            f"from autograder.checks import expect_equal\n\nexpect_equal(second(), 2, 'second()')\n{hidden}",
-            "test_second",
-            1,
-        ),
-        _cell("test", "assert first() + second() == 3", "test_third", 1),
-        _cell("test", "assert second() - first() == 1", "test_fourth", 1),
-    ]
-    return nb
-
-
 def nbgrader(
     root: Path, *args: str, check: bool = True, tmp: Path | None = None
 ) -> subprocess.CompletedProcess:
-    env = {**nbgrader_environment(), "COURSE_GRADER_TOKEN": SECRET}
-    if tmp is not None:  # where the grader makes each kernel's folder (its connection file, sockets)
-        env["TMPDIR"] = str(tmp)
-    done = subprocess.run(
-        [sys.executable, "-m", "nbgrader", *args],
-        cwd=root,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=600,
-    )
-    if check and done.returncode:
-        pytest.fail(f"nbgrader {' '.join(args)} failed:\n{done.stdout[-3000:]}\n{done.stderr[-6000:]}")
-    return done
+    # (TMPDIR: where the grader makes each kernel's folder, its connection file and sockets.)
+    env = {"COURSE_GRADER_TOKEN": SECRET, **({"TMPDIR": str(tmp)} if tmp is not None else {})}
+    return small_assignment.nbgrader(root, *args, check=check, env=env)
 
 
 def hand_in(root: Path, student: str, second: str, beside: list[str] = ()) -> None:
-    release = nbformat.read(root / "notebooks" / ASSIGNMENT / f"{NOTEBOOK}.ipynb", as_version=4)
-    for cell in release.cells:
-        grade_id = cell.metadata.get("nbgrader", {}).get("grade_id")
-        if grade_id == "first":
-            cell.source = "def first():\n    return 1"
-        elif grade_id == "second":
-            cell.source = second
-    folder = root / "submitted" / student / ASSIGNMENT
-    folder.mkdir(parents=True)
-    nbformat.write(release, folder / f"{NOTEBOOK}.ipynb")
-    for name in beside:
-        (folder / name).parent.mkdir(parents=True, exist_ok=True)
-        (folder / name).write_text(FAKE_CHECKS)
+    small_assignment.hand_in(root, student, second, dict.fromkeys(beside, FAKE_CHECKS))
 
 
 def attack_cell(attack: Attack, root: Path) -> str:
@@ -172,14 +107,7 @@ def attack_cell(attack: Attack, root: Path) -> str:
 
 @pytest.fixture(scope="module")
 def released(tmp_path_factory) -> Path:
-    root = tmp_path_factory.mktemp("sandbox") / "course"
-    (root / "autograder").mkdir(parents=True)
-    shutil.copy(REPO / "nbgrader_config.py", root)
-    shutil.copy(REPO / "autograder" / "nbgrader_config.py", root / "autograder")
-    (root / "solutions" / ASSIGNMENT).mkdir(parents=True)
-    nbformat.write(source_notebook(), root / "solutions" / ASSIGNMENT / f"{NOTEBOOK}.ipynb")
-    nbgrader(root, "generate_assignment", ASSIGNMENT)
-    return root
+    return release(tmp_path_factory.mktemp("sandbox") / "course")
 
 
 @dataclass
@@ -238,6 +166,8 @@ def test_attack_is_graded_soundly(graded: GradedClass, attack: Attack) -> None:
 def test_each_kernel_after_the_first_was_started_while_the_notebook_before_ran(graded: GradedClass) -> None:
     # (Each attack is graded in such a kernel: what the one before did must not reach it.)
     lines = [line for line in graded.log.splitlines() if "Sandbox" in line and "at most" in line]
+    assert sum("(the check before grading)" in line for line in lines) == 1  # before the first
+    lines = [line for line in lines if "(the check before grading)" not in line]
     assert len(lines) == len(graded.scores)
     assert sum("(kernel started ahead)" in line for line in lines) == len(graded.scores) - 1, lines
 
