@@ -67,18 +67,18 @@ lint: $(VENV)/.installed-dev
 
 # Instructors: regenerate the student release notebooks/ from solutions/ (see the README).
 release: $(VENV)/.installed-dev
-	$(BIN)/python -m autograder.release
+	$(BIN)/python -m grading.release
 
 # Instructors: what a graded class's students receive (no solutions, no hidden tests).
 #   make distribution DEST=../course-for-students
 distribution: $(VENV)/.installed-dev
-	$(BIN)/python -m autograder.distribution $(DEST)
+	$(BIN)/python -m grading.distribution $(DEST)
 
 # Instructors: grade every student's submission of an assignment, JOBS at a time.
 #   make grade ASSIGNMENT=02-collectives JOBS=2
 JOBS ?= 1
 grade: $(VENV)/.installed-dev
-	$(BIN)/python -m autograder.grade_class $(ASSIGNMENT) --jobs $(JOBS)
+	$(BIN)/python -m grading.grade_class $(ASSIGNMENT) --jobs $(JOBS)
 
 $(VENV)/.installed-%: pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)

@@ -10,7 +10,7 @@
   (04), `tensor_parallel` (05), `pipeline_parallel` and `pipeline_costs` (06),
   `sharded_data_parallel` (07).
 
-The nbgrader configuration the course ships is in `autograder/nbgrader_config.py`.
+The nbgrader configuration the course ships is in `grading/nbgrader_config.py`.
 """
 
 from .checks import (

@@ -453,7 +453,7 @@ def warm_up() -> None:
     """Do ahead what the checks would otherwise do at their first use.
 
     Grading calls this in a kernel it starts while the notebook before runs
-    (autograder/sandbox_spare.py): torch imports its compiler the first time any dispatch mode
+    (grading/spare_kernel.py): torch imports its compiler the first time any dispatch mode
     is entered, as `FakeClock.watch` and `Timeline` do, which takes a second on two cores.
     """
     with _Watching([]):

@@ -1,5 +1,5 @@
 """How long grading a class takes: N solved submissions of one assignment, graded by
-``autograder.grade_class`` with 1 worker and then with J, in a fresh copy of the course.
+``grading.grade_class`` with 1 worker and then with J, in a fresh copy of the course.
 
 Each submission is the solution notebook's code in the release, handed in as a student would;
 every one must score full marks. Reported: wall time in all and per notebook, and the CPU
@@ -28,17 +28,17 @@ sys.path.insert(0, str(REPO / "tests"))  # the test suite's notebook helpers
 
 from course import notebook_path, read, solution_code, submission  # noqa: E402
 
-from autograder.grade_class import grade_class  # noqa: E402
-from autograder.release import generate  # noqa: E402
+from grading.grade_class import grade_class  # noqa: E402
+from grading.release import generate  # noqa: E402
 
 
 def course_with_class(where: Path, assignment: str, students: int) -> Path:
     """A released copy of the course with ``students`` solved submissions of ``assignment``."""
     root = where / "course"
-    (root / "autograder").mkdir(parents=True)
+    (root / "grading").mkdir(parents=True)
     shutil.copytree(REPO / "solutions", root / "solutions")
     shutil.copy(REPO / "nbgrader_config.py", root)
-    shutil.copy(REPO / "autograder" / "nbgrader_config.py", root / "autograder")
+    shutil.copy(REPO / "grading" / "nbgrader_config.py", root / "grading")
     with contextlib.redirect_stdout(io.StringIO()):
         generate([assignment], root)
     release = read(root / "notebooks" / assignment / notebook_path("solutions", assignment).name)

@@ -7,9 +7,9 @@ from pathlib import Path
 
 import pytest
 from course import REPO
-from grading import GradedClass, grade_class
+from round_trip import GradedClass, grade_class
 
-from autograder.release import generate
+from grading.release import generate
 
 
 @pytest.fixture(scope="session")
@@ -17,10 +17,10 @@ def released_course(tmp_path_factory) -> Path:
     """A copy of the course with every assignment released by ``nbgrader generate_assignment``
     and recorded in its gradebook. Tests copy it rather than change it."""
     root = tmp_path_factory.mktemp("course") / "released"
-    (root / "autograder").mkdir(parents=True)
+    (root / "grading").mkdir(parents=True)
     shutil.copytree(REPO / "solutions", root / "solutions")
     shutil.copy(REPO / "nbgrader_config.py", root)
-    shutil.copy(REPO / "autograder" / "nbgrader_config.py", root / "autograder")
+    shutil.copy(REPO / "grading" / "nbgrader_config.py", root / "grading")
     generate(["*"], root)
     return root
 

@@ -22,7 +22,7 @@ from pathlib import Path
 
 import nbformat
 
-from autograder.release import assignments
+from grading.release import assignments
 
 REPO = Path(__file__).resolve().parent.parent
 WRONG = REPO / "tests" / "wrong_submissions"

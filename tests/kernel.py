@@ -13,7 +13,7 @@ from typing import Any
 import nbformat
 from nbclient import NotebookClient
 
-from autograder.kernel_client import PromptKernelClient
+from grading.kernel_client import PromptKernelClient
 
 REPO = Path(__file__).resolve().parent.parent
 _ANSI = re.compile(r"\x1b\[[0-9;]*m")
@@ -94,7 +94,7 @@ def kernel(cwd: Path = REPO, timeout: float = 120) -> Iterator[Kernel]:
         resources={"metadata": {"path": str(cwd)}},
     )
     client.km = client.create_kernel_manager()
-    client.km.client_factory = PromptKernelClient  # (see autograder/kernel_client.py)
+    client.km.client_factory = PromptKernelClient  # (see grading/kernel_client.py)
     with client.setup_kernel():
         yield Kernel(client, notebook)
 

@@ -16,7 +16,7 @@ from pathlib import Path
 import nbformat
 import pytest
 
-from autograder.release import nbgrader_environment
+from grading.release import nbgrader_environment
 
 REPO = Path(__file__).resolve().parents[1]
 ASSIGNMENT = "00-sandbox"
@@ -93,12 +93,12 @@ def release(root: Path, notebook: nbformat.NotebookNode | None = None, packages:
     """A course folder at ``root`` with the course's nbgrader configuration and the assignment
     released in it; with ``packages``, a whole copy of the course's packages too (as a second
     clone of the course has), else its grading code is this repository's."""
-    (root / "autograder").mkdir(parents=True)
+    (root / "grading").mkdir(parents=True)
     shutil.copy(REPO / "nbgrader_config.py", root)
     if packages:
-        for package in ("autograder", "launcher", "visuals"):
+        for package in ("autograder", "launcher", "visuals", "grading"):
             shutil.copytree(REPO / package, root / package, dirs_exist_ok=True, ignore=_caches)
-    shutil.copy(REPO / "autograder" / "nbgrader_config.py", root / "autograder")
+    shutil.copy(REPO / "grading" / "nbgrader_config.py", root / "grading")
     (root / "solutions" / ASSIGNMENT).mkdir(parents=True)
     nbformat.write(notebook or source_notebook(), root / "solutions" / ASSIGNMENT / f"{NOTEBOOK}.ipynb")
     nbgrader(root, "generate_assignment", ASSIGNMENT)

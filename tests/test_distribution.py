@@ -1,17 +1,19 @@
-"""The student distribution (autograder/distribution.py): the release and what it imports, and
+"""The student distribution (grading/distribution.py): the release and what it imports, and
 nothing that gives away an answer."""
 
 from __future__ import annotations
 
 import ast
+import shutil
 import subprocess
 import sys
+import zipfile
 from pathlib import Path
 
 import pytest
 from course import ASSIGNMENTS, REPO, notebook_path, read
 
-from autograder.distribution import INSTRUCTORS_ONLY, PACKAGES, DistributionError, build, main, secrets_in
+from grading.distribution import PACKAGES, DistributionError, build, main, secrets_in
 
 
 @pytest.fixture(scope="module")
@@ -30,8 +32,7 @@ def test_it_holds_the_release_and_no_answers(distribution: Path) -> None:
         released = notebook_path("notebooks", assignment)
         assert (distribution / "notebooks" / assignment / released.name).read_bytes() == released.read_bytes()
     assert secrets_in(distribution) == []
-    for tool in INSTRUCTORS_ONLY:
-        assert not (distribution / "autograder" / tool).exists()
+    assert not (distribution / "grading").exists()  # the instructors' tools
     readme = (distribution / "README.md").read_text()
     assert "make course" in readme and "For students" in readme
     assert "For instructors" not in readme and "make test" not in readme
@@ -59,6 +60,36 @@ def test_every_import_of_the_release_notebooks_works_from_it(distribution: Path)
     done = subprocess.run([sys.executable, "-c", program], cwd=distribution, capture_output=True, text=True)
     assert done.returncode == 0, done.stderr
     assert Path(done.stdout.strip()).is_relative_to(distribution)  # not the repository's
+
+
+def test_it_installs_as_the_course_without_the_grading_tools(distribution: Path, tmp_path: Path) -> None:
+    # What `make course` installs there (the pyproject.toml copied as it is): a wheel of the
+    # student packages, subpackages included, and none of grading/. (Built from a copy: building
+    # leaves a build/ folder behind.)
+    course = shutil.copytree(distribution, tmp_path / "course")
+    modules = {p.relative_to(course).as_posix() for p in course.rglob("*.py")}
+    built = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "pip",
+            "wheel",
+            "--no-deps",
+            "--no-build-isolation",
+            "-q",
+            "-w",
+            "wheels",
+            ".",
+        ],
+        cwd=course,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert built.returncode == 0, built.stderr
+    (wheel,) = (course / "wheels").glob("*.whl")
+    packed = {name for name in zipfile.ZipFile(wheel).namelist() if name.endswith(".py")}
+    assert packed == modules and {name.split("/")[0] for name in packed} == set(PACKAGES)
 
 
 def test_a_solution_or_hidden_test_is_found(tmp_path: Path) -> None:

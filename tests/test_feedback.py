@@ -1,4 +1,4 @@
-"""Feedback shows which tests failed and why, never the hidden tests' code (autograder/preprocessors.py).
+"""Feedback shows which tests failed and why, never the hidden tests' code (grading/preprocessors.py).
 The grading round trip (test_grading.py) checks the same on the feedback nbgrader writes."""
 
 from __future__ import annotations
@@ -8,7 +8,7 @@ import copy
 import nbformat
 from course import ASSIGNMENTS, is_test, notebook_path, read, secret_lines
 
-from autograder.preprocessors import HideHiddenTests
+from grading.preprocessors import HideHiddenTests
 
 
 def shown_text(cell: nbformat.NotebookNode) -> str:

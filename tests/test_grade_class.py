@@ -1,4 +1,4 @@
-"""Grading a class with autograder.grade_class: every student graded by nbgrader, several at a
+"""Grading a class with grading.grade_class: every student graded by nbgrader, several at a
 time, scores in the gradebook, and a second run that grades only what changed."""
 
 from __future__ import annotations
@@ -12,13 +12,13 @@ from pathlib import Path
 
 import pytest
 from course import is_test, read
-from grading import SANDBOX_OPTIONS, class_of, hand_in
 from nbgrader.api import Gradebook
+from round_trip import SANDBOX_OPTIONS, class_of, hand_in
 
-from autograder import grade_class
-from autograder.grade_class import core_sets, groups_of, main
-from autograder.preflight import STOPPED
-from autograder.sandbox_watchdog import UNCOUNTED_CPU
+from grading import grade_class
+from grading.grade_class import core_sets, groups_of, main
+from grading.preflight import STOPPED
+from grading.watchdog import UNCOUNTED_CPU
 
 ASSIGNMENT = "01-memory-hierarchy"
 NO_SANDBOX = ["--no-sandbox"] if SANDBOX_OPTIONS else []  # where bubblewrap is missing
@@ -116,7 +116,7 @@ def test_a_class_is_not_graded_without_a_sandbox_unless_asked(
     released_course: Path, tmp_path: Path, capsys: pytest.CaptureFixture, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     root = course_with(released_course, tmp_path, ["untouched"])
-    monkeypatch.setattr("autograder.sandbox.bwrap_problem", lambda bwrap: "bubblewrap is not installed.")
+    monkeypatch.setattr("grading.sandbox.bwrap_problem", lambda bwrap: "bubblewrap is not installed.")
     assert main([ASSIGNMENT, "--root", str(root)]) == 2
     assert "Install bubblewrap" in capsys.readouterr().err
     assert not (root / "autograded").exists()

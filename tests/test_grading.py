@@ -9,7 +9,7 @@ import re
 
 import pytest
 from course import ASSIGNMENTS, exercise_tests, notebook_path, read, secret_lines
-from grading import STUDENTS, GradedClass, Student
+from round_trip import STUDENTS, GradedClass, Student
 
 
 @pytest.mark.parametrize("student", STUDENTS, ids=[f"{s.assignment}/{s.name}" for s in STUDENTS])

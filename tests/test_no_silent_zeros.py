@@ -4,10 +4,10 @@
   a second copy of the course, graded with the first copy's environment, gets full marks, inside
   the sandbox and out; so does an environment kept in the system's temporary folder.
 - Before the first submission, a kernel started as submissions' are must import the course
-  (autograder/preflight.py): when it cannot start, or imports another copy, nothing is graded,
+  (grading/preflight.py): when it cannot start, or imports another copy, nothing is graded,
   and the message says what was expected, what was found and the fix.
 - A submission nbgrader could not grade, or whose outcome is the grader's fault
-  (autograder/ungraded.py), is listed by the class command as NOT GRADED, with why.
+  (grading/ungraded.py), is listed by the class command as NOT GRADED, with why.
 """
 
 from __future__ import annotations
@@ -25,9 +25,9 @@ import pytest
 from nbgrader.api import Gradebook, MissingEntry
 from small_assignment import ASSIGNMENT, NOTEBOOK, REPO, hand_in, nbgrader, release, source_notebook
 
-from autograder import grade_class, preflight
-from autograder.sandbox import bwrap_problem
-from autograder.ungraded import not_graded_because
+from grading import grade_class, preflight
+from grading.sandbox import bwrap_problem
+from grading.ungraded import not_graded_because
 
 needs_bwrap = pytest.mark.skipif(
     bwrap_problem("bwrap") is not None,

@@ -3,6 +3,7 @@ and the release command never overwriting a student's answers."""
 
 from __future__ import annotations
 
+import ast
 import re
 import shutil
 import subprocess
@@ -11,7 +12,7 @@ from pathlib import Path
 import pytest
 from course import REPO
 
-from autograder import release
+from grading import release
 
 try:
     import tomllib
@@ -94,3 +95,63 @@ def test_the_release_command_names_an_unknown_assignment(course_clone: Path, cap
     with pytest.raises(SystemExit):
         release.main(["99-unknown"], root=course_clone)
     assert "no such assignment: 99-unknown" in capsys.readouterr().err
+
+
+# Which of the course's packages each one may import. The checks that test cells call
+# (autograder) use the launcher; the plots and widgets (visuals) may use both; the launcher uses
+# neither; the instructors' grading machinery (grading) imports none of them: it runs them in
+# kernels. And none of the others imports grading.
+MAY_IMPORT = {
+    "launcher": set(),
+    "autograder": {"launcher"},
+    "visuals": {"launcher", "autograder"},
+    "grading": set(),
+}
+
+
+def wrong_way_imports(root: Path) -> list[str]:
+    """Each import, anywhere in a module (in a function too, or relative), of a course package
+    that the importing package may not import, as "path: module"."""
+    found = []
+    for package, allowed in MAY_IMPORT.items():
+        for path in sorted((root / package).rglob("*.py")):
+            here = path.relative_to(root).with_suffix("").parts
+            for node in ast.walk(ast.parse(path.read_text())):
+                if isinstance(node, ast.Import):
+                    modules = [alias.name for alias in node.names]
+                elif isinstance(node, ast.ImportFrom):
+                    # A relative import, resolved: `from ..grading import x` in autograder/a.py.
+                    base = list(here[: len(here) - node.level]) if node.level else []
+                    modules = [".".join([*base, *filter(None, [node.module])])]
+                else:
+                    continue
+                for module in modules:
+                    top = module.split(".")[0]
+                    if top in MAY_IMPORT and top != package and top not in allowed:
+                        found.append(f"{path.relative_to(root)}: {module}")
+    return found
+
+
+def test_imports_go_one_way() -> None:
+    assert wrong_way_imports(REPO) == []
+
+
+def test_an_import_the_wrong_way_is_found(tmp_path: Path) -> None:
+    for package in MAY_IMPORT:
+        (tmp_path / package / "inner").mkdir(parents=True)
+    (tmp_path / "autograder" / "checks.py").write_text(
+        "from launcher import launch\n\n\ndef f():\n    import grading.sandbox\n"
+    )
+    (tmp_path / "autograder" / "inner" / "deep.py").write_text(
+        "from ...grading import sandbox\nfrom .. import checks\n"
+    )
+    (tmp_path / "launcher" / "call.py").write_text("import visuals, os\n")
+    (tmp_path / "grading" / "sandbox.py").write_text(
+        "from . import watchdog\nfrom autograder.checks import fail\n"
+    )
+    assert wrong_way_imports(tmp_path) == [
+        "launcher/call.py: visuals",
+        "autograder/checks.py: grading.sandbox",
+        "autograder/inner/deep.py: grading",
+        "grading/sandbox.py: autograder.checks",
+    ]

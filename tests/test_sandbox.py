@@ -33,8 +33,9 @@ import small_assignment
 from nbgrader.api import Gradebook
 from small_assignment import ASSIGNMENT, HIDDEN, NOTEBOOK, REPO, TESTS, release
 
-from autograder import grade_class, kernel_client, sandbox, sandbox_spare
-from autograder.sandbox import GiB, bwrap_problem
+from grading import execute, grade_class, kernel_client, sandbox, spare_kernel
+from grading.sandbox import GiB, bwrap_problem
+from grading.watchdog import Watchdog
 
 HOSTILE = Path(__file__).parent / "hostile_submissions"
 HONEST = ["honest-first", "honest-last"]
@@ -179,7 +180,7 @@ def test_a_spare_kernel_imports_what_the_course_cells_import_and_binds_nothing()
     course.metadata.nbgrader = {"locked": True, "grade_id": "setup", "grade": False, "solution": False}
     students = nbformat.v4.new_code_cell("import antigravity")  # a student's cell: not imported ahead
     nb = nbformat.v4.new_notebook(cells=[course, students])
-    code = sandbox_spare.warm_up_code(nb)
+    code = spare_kernel.warm_up_code(nb)
     probe = (
         "import sys\n"
         f"{code}\n"
@@ -193,10 +194,10 @@ def test_a_spare_kernel_imports_what_the_course_cells_import_and_binds_nothing()
     )
     assert done.stdout.split() == ["[]", "True", "False", "True", "True"], done.stdout + done.stderr
     nb.cells[0].source = "import math\nfrom autograder import expect_close"
-    assert "forkserver" not in sandbox_spare.warm_up_code(nb)  # no launcher: no fork server
-    assert "warm_up" not in sandbox_spare.warm_up_code(nb)  # no check that needs warming up
+    assert "forkserver" not in spare_kernel.warm_up_code(nb)  # no launcher: no fork server
+    assert "warm_up" not in spare_kernel.warm_up_code(nb)  # no check that needs warming up
     nb.cells[0].metadata.nbgrader["locked"] = False
-    assert sandbox_spare.warm_up_code(nb) == ""
+    assert spare_kernel.warm_up_code(nb) == ""
 
 
 def test_nothing_an_attack_started_is_left_running(graded: GradedClass) -> None:
@@ -294,7 +295,7 @@ def test_the_cpu_time_of_what_a_sandbox_kill_ends_is_counted() -> None:
     mounts = ["--ro-bind", "/", "/", "--proc", "/proc", "--dev", "/dev"]
     before = resource.getrusage(resource.RUSAGE_CHILDREN)
     bwrap = subprocess.Popen(["bwrap", *sandbox.NAMESPACES, *mounts, sys.executable, "-c", kernel])
-    watchdog = sandbox.Watchdog(bwrap, max_tasks=100, max_memory=2**60, cgroup=None)
+    watchdog = Watchdog(bwrap, max_tasks=100, max_memory=2**60, cgroup=None)
     watchdog.start()
     deadline = time.monotonic() + 30
     while time.monotonic() < deadline and watchdog.peak_tasks < 2:  # the kernel and its server
@@ -353,6 +354,6 @@ def test_the_graders_channels_to_a_kernel_look_for_messages_every_slice(monkeypa
     with pytest.raises(Empty):
         asyncio.run(channel.get_msg(timeout=0.12))
     assert polls[:2] == [0.05, 0.05] and len(polls) == 3 and polls[2] <= 0.03  # then the deadline
-    grader = sandbox.SandboxedExecute()
+    grader = execute.SandboxedExecute()
     grader.nb = nbformat.v4.new_notebook()
     assert grader.create_kernel_manager().client_factory is kernel_client.PromptKernelClient

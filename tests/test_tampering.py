@@ -1,4 +1,4 @@
-"""Tampering with what grading relies on is found in the submitted code (autograder/preprocessors.py),
+"""Tampering with what grading relies on is found in the submitted code (grading/preprocessors.py),
 and correct code is never taken for it. The grading round trip grades a tampering submission."""
 
 from __future__ import annotations
@@ -8,7 +8,7 @@ from course import ASSIGNMENTS, REPO, is_solution, is_test, notebook_path, read,
 from test_wrong_submissions import OTHERS
 from traitlets.config import Config
 
-from autograder.preprocessors import FlagTampering, imports, imports_in, tampering
+from grading.preprocessors import FlagTampering, imports, imports_in, tampering
 
 SETUP = (
     "import sys\nimport torch\nimport torch.distributed as dist\nfrom torch import nn\nimport numpy as np\n"

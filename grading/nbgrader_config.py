@@ -22,26 +22,26 @@ c.Execute.timeout = 120
 c.Execute.interrupt_on_timeout = True
 
 # Before the first submission, one kernel started as submissions' are must import the course
-# being graded, or nothing is graded (autograder/preflight.py).
-c.Autograde.exporter_class = "autograder.preflight.CheckedExporter"
+# being graded, or nothing is graded (grading/preflight.py).
+c.Autograde.exporter_class = "grading.preflight.CheckedExporter"
 
 # A test cell fails by raising, not by writing to stderr: a correct answer that warns keeps its
 # points; one after code that tampers with what grading relies on fails, and is logged. Feedback
 # shows which tests failed and their messages, never the hidden tests' code. (All three are in
-# autograder/preprocessors.py.)
+# grading/preprocessors.py.)
 c.Autograde.autograde_preprocessors = [
-    "autograder.sandbox.SandboxedExecute",
+    "grading.execute.SandboxedExecute",
     "nbgrader.preprocessors.IgnorePattern",
     "nbconvert.preprocessors.ClearMetadataPreprocessor",
     "nbgrader.preprocessors.LimitOutput",
-    "autograder.preprocessors.ScoreErrorsNotStderr",
-    "autograder.preprocessors.FlagTampering",
+    "grading.preprocessors.ScoreErrorsNotStderr",
+    "grading.preprocessors.FlagTampering",
     "nbgrader.preprocessors.SaveAutoGrades",
     "nbgrader.preprocessors.AssignLatePenalties",
     "nbgrader.preprocessors.CheckCellMetadata",
 ]
 c.GenerateFeedback.preprocessors = [
     "nbgrader.preprocessors.GetGrades",
-    "autograder.preprocessors.HideHiddenTests",
+    "grading.preprocessors.HideHiddenTests",
     "nbconvert.preprocessors.CSSHTMLHeaderPreprocessor",
 ]

@@ -1,4 +1,4 @@
-"""The nbgrader preprocessors the course's configuration adds (autograder/nbgrader_config.py).
+"""The nbgrader preprocessors the course's configuration adds (grading/nbgrader_config.py).
 
 - `ScoreErrorsNotStderr` (autograding): nbgrader scores a test cell zero when it wrote anything
   to stderr, so a correct answer that warns, logs, or whose ranks print to stderr would lose the

@@ -1,9 +1,9 @@
 """Grade a whole class: ``nbgrader autograde`` for every student, several at a time.
 
-    python -m autograder.grade_class 02-collectives              # every student not yet graded
-    python -m autograder.grade_class 02-collectives --jobs 4     # four students at a time
-    python -m autograder.grade_class 02-collectives --force      # grade everyone again
-    python -m autograder.grade_class 02-collectives --students ada bob
+    python -m grading.grade_class 02-collectives              # every student not yet graded
+    python -m grading.grade_class 02-collectives --jobs 4     # four students at a time
+    python -m grading.grade_class 02-collectives --force      # grade everyone again
+    python -m grading.grade_class 02-collectives --students ada bob
 
 Run it from the course directory (where nbgrader_config.py is), with the submissions collected in
 submitted/<student>/<assignment>/. The students are graded by nbgrader itself, with the course's
@@ -15,9 +15,9 @@ student as soon as that student is done (time, score, failed and timed-out test 
 the sandbox stopped the notebook, and whether its code was flagged for tampering) with an
 estimate of the time left, and a summary at the end. A submission nbgrader could not grade (its
 kernel died before replying, its notebook could not be read, or its outcome was the grader's
-fault: see autograder/ungraded.py) is listed as NOT GRADED, with why, and the exit status is 1:
+fault: see grading/ungraded.py) is listed as NOT GRADED, with why, and the exit status is 1:
 whatever score the gradebook shows for it is not a grade. If a kernel started as submissions' are
-cannot grade the course (autograder/preflight.py), nothing is graded: the command prints what is
+cannot grade the course (grading/preflight.py), nothing is graded: the command prints what is
 wrong and the fix, and exits with status 2. The gradebook is shared by the workers: on
 SQLite, each waits for the others' writes rather than failing. On Linux, each worker's notebooks
 run on cores of their own (this process's cores dealt out among the workers), so that J kernels
@@ -42,7 +42,7 @@ from pathlib import Path
 
 from .preflight import STOPPED
 from .release import nbgrader_environment
-from .sandbox_watchdog import UNCOUNTED_CPU
+from .watchdog import UNCOUNTED_CPU
 
 MAX_GROUP = 25  # students graded by one nbgrader process at most
 # What nbgrader logs while grading a student it then gives up on. (At the end, it names each
@@ -52,7 +52,7 @@ NOT_GRADED = "NOT GRADED: "  # how the grading sandbox logs a notebook it ran bu
 
 
 class GradingStopped(Exception):
-    """Grading stopped before the first submission (see autograder/preflight.py): the message
+    """Grading stopped before the first submission (see grading/preflight.py): the message
     says what was expected, what was found, and the fix."""
 
 
@@ -98,7 +98,7 @@ def _graded_before(root: Path, assignment: str, student: str) -> bool:
 
 def _database_url(root: Path) -> list[str]:
     """On the default SQLite gradebook, have every worker wait up to a minute for another's write."""
-    configs = [root / "nbgrader_config.py", root / "autograder" / "nbgrader_config.py"]
+    configs = [root / "nbgrader_config.py", root / "grading" / "nbgrader_config.py"]
     if any(
         "db_url" in line.split("#")[0] for c in configs if c.exists() for line in c.read_text().splitlines()
     ):
@@ -221,7 +221,7 @@ def _tail(log: str, size: int = 3000) -> str:
 
 def why_not_graded(log: str) -> str:
     """Why nbgrader gave up on a student, from their part of its log: what the grading sandbox
-    said (autograder/ungraded.py), else the error that ended the traceback nbgrader logged."""
+    said (grading/ungraded.py), else the error that ended the traceback nbgrader logged."""
     if NOT_GRADED in log:
         return _record(log, NOT_GRADED)[len(NOT_GRADED) :]
     if "the kernel became unresponsive" in log:
@@ -254,7 +254,7 @@ def _record(log: str, words: str) -> str:
 
 def _uncounted_cpu(log: str) -> float:
     """The CPU seconds of sandboxed processes that wait4 cannot see: killed with their sandbox
-    (autograder/sandbox.py logs them)."""
+    (grading/sandbox.py logs them)."""
     return sum(
         float(line.split(UNCOUNTED_CPU, 1)[1].split()[0])
         for line in log.splitlines()
@@ -287,7 +287,7 @@ def read_results(root: Path, assignment: str, outcome: Outcome) -> None:
                 outcome.timed_out.append(
                     cell.metadata.get("nbgrader", {}).get("grade_id", cell.get("id", "?"))
                 )
-            # The sandbox (autograder/sandbox.py) says why it stopped a notebook.
+            # The sandbox (grading/sandbox.py) says why it stopped a notebook.
             stops = [o["evalue"] for o in errors if o.get("ename") in ("KernelStopped", "NotebookTimeout")]
             outcome.stopped = outcome.stopped or (stops[0] if stops else None)
 
@@ -417,7 +417,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--no-sandbox",
         action="store_true",
-        help="run submissions outside the sandbox: only for code you trust (see autograder/sandbox.py)",
+        help="run submissions outside the sandbox: only for code you trust (see grading/sandbox.py)",
     )
     args = parser.parse_args(argv)
     root = args.root.resolve()

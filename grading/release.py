@@ -1,8 +1,8 @@
 """Regenerate the student release, notebooks/, from the instructors' solutions/, with nbgrader.
 
-    python -m autograder.release                   # every assignment in solutions/
-    python -m autograder.release 02-collectives    # just this one
-    python -m autograder.release --force           # even over uncommitted changes in notebooks/
+    python -m grading.release                   # every assignment in solutions/
+    python -m grading.release 02-collectives    # just this one
+    python -m grading.release --force           # even over uncommitted changes in notebooks/
 
 Each assignment goes through ``nbgrader generate_assignment``, which writes notebooks/<id>/ and
 records the assignment (its cells and points) in the gradebook that autograding needs. The

@@ -4,7 +4,7 @@ Now and then (once in a few notebooks of 03 on a 2-core machine, after a cell th
 widgets), a message that has arrived does not wake pyzmq's asyncio poll, which then finds it
 only when its timeout runs out: when nbclient waits for a cell's execute_reply, that is the
 cell's whole timeout (two minutes), with the kernel idle all along. Polling in slices of a
-second costs at most a second then. Grading (autograder/sandbox.py) and the test suite's
+second costs at most a second then. Grading (grading/sandbox.py) and the test suite's
 kernels use it.
 """
 

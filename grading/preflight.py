@@ -11,7 +11,7 @@ the fix, and nbgrader stops (exit status 1) having graded nothing. Without it, o
 setting (an environment whose install of the course points at another copy, say) gives a whole
 class zeros that look like grades.
 
-The class command (autograder/grade_class.py) recognises the stop by `STOPPED` in nbgrader's log.
+The class command (grading/grade_class.py) recognises the stop by `STOPPED` in nbgrader's log.
 """
 
 from __future__ import annotations
@@ -29,8 +29,9 @@ from nbgrader.converters.base import NbGraderException
 from traitlets.utils.importstring import import_item
 
 from .distribution import PACKAGES
+from .execute import SandboxedExecute
 from .release import ROOT
-from .sandbox import INSTALL, SandboxedExecute, bwrap_problem
+from .sandbox import INSTALL, bwrap_problem
 
 STOPPED = "Grading stopped before the first submission"
 REPORT = "course-packages:"  # what starts the check cell's one line of output

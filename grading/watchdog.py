@@ -1,4 +1,4 @@
-"""The watchdog that keeps a grading sandbox (autograder/sandbox.py) within its caps.
+"""The watchdog that keeps a grading sandbox (grading/sandbox.py) within its caps.
 
 A thread in the grading process finds the sandbox's pid namespace, then several times a second
 counts its tasks (processes and threads) and its memory (the proportional set size of its
@@ -20,7 +20,7 @@ from pathlib import Path
 
 GiB = 2**30
 # How a sandbox's log line gives the CPU time of the processes its kill ended, which the grading
-# process's own CPU time does not include (autograder/grade_class.py adds it).
+# process's own CPU time does not include (grading/grade_class.py adds it).
 UNCOUNTED_CPU = "CPU time of the processes its end killed:"
 
 

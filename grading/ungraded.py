@@ -9,7 +9,7 @@ student a zero that looks like a grade:
   student's own code had blocked that import;
 - every cell that ran failed, each with the same error.
 
-`SandboxedExecute` (autograder/sandbox.py) raises `NotGraded` for such a notebook, after running
+`SandboxedExecute` (grading/sandbox.py) raises `NotGraded` for such a notebook, after running
 it: nbgrader then logs it as a submission it could not grade, keeps no score for it, names the
 student at the end of its run and exits with status 1, and the class command lists the student
 as not graded, with the reason.

@@ -1,12 +1,12 @@
 """Build the student distribution: what the students of a graded class receive.
 
-    python -m autograder.distribution ../course-for-students          # a folder
-    python -m autograder.distribution ../course-for-students --zip    # ...and a zip of it
+    python -m grading.distribution ../course-for-students          # a folder
+    python -m grading.distribution ../course-for-students --zip    # ...and a zip of it
     make distribution DEST=../course-for-students
 
 This repository is the instructors' course directory, and a self-learner's full copy: it holds
 the solutions and the hidden tests. The distribution holds only the release notebooks
-(notebooks/, made by ``autograder.release``) and the packages they import (launcher/, visuals/,
+(notebooks/, made by ``grading.release``) and the packages they import (launcher/, visuals/,
 and the checks in autograder/), with a README and a Makefile of their own: no solutions/, no
 hidden tests, no tests/, none of the instructors' tools. Hand it out as a folder or an archive,
 or commit it to a repository of its own. The command checks what it wrote and refuses to
@@ -24,18 +24,6 @@ from pathlib import Path
 from .release import ROOT, assignments
 
 PACKAGES = ["launcher", "visuals", "autograder"]
-# The instructors' tools in autograder/: nothing a student's notebook imports.
-INSTRUCTORS_ONLY = [
-    "release.py",
-    "distribution.py",
-    "grade_class.py",
-    "sandbox.py",
-    "sandbox_watchdog.py",
-    "preprocessors.py",
-    "preflight.py",
-    "ungraded.py",
-    "nbgrader_config.py",
-]
 FILES = ["pyproject.toml", "environment.yml", ".gitignore"]
 # Markers nbgrader leaves only in source notebooks: none may reach a student.
 SECRET_MARKERS = ["BEGIN SOLUTION", "END SOLUTION", "BEGIN HIDDEN TESTS", "END HIDDEN TESTS"]
@@ -120,7 +108,7 @@ def build(destination: Path, root: Path = ROOT, force: bool = False) -> list[Pat
     if missing:
         raise DistributionError(f"no release of {', '.join(missing)}: run `make release` first.")
     destination.mkdir(parents=True, exist_ok=True)
-    ignore = shutil.ignore_patterns("__pycache__", "*.pyc", ".ipynb_checkpoints", *INSTRUCTORS_ONLY)
+    ignore = shutil.ignore_patterns("__pycache__", "*.pyc", ".ipynb_checkpoints")
     for package in PACKAGES:
         shutil.copytree(root / package, destination / package, ignore=ignore)
     shutil.copytree(root / "notebooks", destination / "notebooks", ignore=ignore)
@@ -148,12 +136,12 @@ def main(argv: list[str] | None = None, root: Path = ROOT) -> int:
     args = parser.parse_args(argv)
     archive = args.destination.resolve().with_name(args.destination.resolve().name + ".zip")
     if args.zip and archive.exists() and not args.force:
-        print(f"autograder.distribution: {archive} exists; pass --force to replace it.", file=sys.stderr)
+        print(f"grading.distribution: {archive} exists; pass --force to replace it.", file=sys.stderr)
         return 1
     try:
         files = build(args.destination, root, force=args.force)
     except DistributionError as err:
-        print(f"autograder.distribution: {err}", file=sys.stderr)
+        print(f"grading.distribution: {err}", file=sys.stderr)
         return 1
     size = sum(f.stat().st_size for f in files)
     print(f"wrote {len(files)} files ({size / 1e6:.1f} MB) to {args.destination}")

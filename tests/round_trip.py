@@ -38,11 +38,11 @@ from course import (
 )
 from nbgrader.api import Gradebook
 
-from autograder.preprocessors import imports_in, tampering
-from autograder.release import nbgrader_environment
-from autograder.sandbox import bwrap_problem
+from grading.preprocessors import imports_in, tampering
+from grading.release import nbgrader_environment
+from grading.sandbox import bwrap_problem
 
-# Grading sandboxes every submission (autograder/sandbox.py); where bubblewrap is missing, these
+# Grading sandboxes every submission (grading/sandbox.py); where bubblewrap is missing, these
 # runs opt out, as an instructor may, and tests/test_sandbox.py is skipped, saying why.
 SANDBOX_OPTIONS = [] if bwrap_problem("bwrap") is None else ["--SandboxedExecute.sandbox=False"]
 

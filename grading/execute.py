@@ -1,0 +1,226 @@
+"""nbgrader's Execute preprocessor for the course: each submission's kernel in a sandbox.
+
+Plain ``nbgrader autograde``, with the course's configuration (grading/nbgrader_config.py),
+executes every submission with `SandboxedExecute`, which starts its kernel with
+`SandboxedKernelManager` (grading/sandbox.py), or outside a sandbox, where the instructor turns
+it off, with `CourseKernelManager`:
+
+- Each notebook has a time budget: a cell may run for nbgrader's per-cell timeout or what is
+  left of the budget, whichever is less. A cell that ignores the interrupt and hangs costs what
+  is left of the budget, not a timeout per remaining cell.
+- A cell during which the kernel died, or during which the watchdog stopped the sandbox, fails
+  with a message that says why, and so does every cell after it; the cells before keep their
+  points. A cell's output is kept up to a cap; a flood is cut short, with a note.
+- While a notebook runs, the next one's kernel starts (grading/spare_kernel.py).
+- A notebook whose outcome is the grader's fault (grading/ungraded.py) is not scored: it raises
+  `NotGraded`, and nbgrader names the student as one it could not grade.
+
+Where bubblewrap is missing or cannot make a sandbox, grading stops before the first
+submission and says how to install it, unless the instructor turns the sandbox off
+(``--SandboxedExecute.sandbox=False``), which every notebook graded then logs as a warning.
+"""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+from typing import Any
+
+import nbformat
+from jupyter_client.asynchronous import AsyncKernelClient
+from nbclient.exceptions import CellTimeoutError, DeadKernelError
+from nbclient.util import run_sync
+from nbgrader.preprocessors import Execute
+from traitlets import Bool, Enum, Integer, Unicode
+
+from . import spare_kernel
+from .kernel_client import PromptKernelClient
+from .sandbox import (
+    INSTALL,
+    CourseKernelManager,
+    SandboxedKernelManager,
+    SandboxUnavailable,
+    bwrap_problem,
+)
+from .ungraded import NotGraded, not_graded_because
+from .watchdog import GiB
+
+
+class SandboxedExecute(Execute):
+    """nbgrader's Execute, with the kernel in a sandbox and a time budget for the notebook."""
+
+    sandbox = Bool(True, help="Run each submission's kernel in a bubblewrap sandbox.").tag(config=True)
+    bwrap = Unicode("bwrap", help="The bubblewrap program.").tag(config=True)
+    notebook_timeout = Integer(300, help="Seconds a whole notebook may run.").tag(config=True)
+    max_memory = Integer(4 * GiB, help="Bytes of memory a notebook's sandbox may use.").tag(config=True)
+    max_tasks = Integer(512, help="Processes and threads a notebook's sandbox may run.").tag(config=True)
+    max_output = Integer(1_000_000, help="Characters of output kept from one cell.").tag(config=True)
+    gpus = Bool(
+        False,
+        help="Show the machine's GPUs to the kernels. Off: the tests run on the CPU, so a grade does "
+        "not depend on the grader's GPUs, and notebooks graded in parallel do not share one.",
+    ).tag(config=True)
+    shutdown_kernel = Enum(
+        ["graceful", "immediate"],
+        default_value="immediate",
+        help="How a notebook's kernel ends after its last cell. nbclient's default, graceful, asks it "
+        "to shut down and waits about a second; immediate kills the sandbox, and with it whatever "
+        "the kernel started, at once.",
+    ).tag(config=True)
+    spare_kernel = Bool(
+        True,
+        help="While a notebook runs, start the next one's kernel and do the assignment's imports in it.",
+    ).tag(config=True)
+
+    def preprocess(self, nb: Any, resources: Any = None, km: Any = None) -> tuple[Any, Any]:
+        if self.sandbox:
+            problem = bwrap_problem(self.bwrap)
+            if problem is not None:
+                message = f"Grading stopped: submissions run in a sandbox, and {problem} {INSTALL}"
+                self.log.error(message)
+                raise SandboxUnavailable(message)
+            self.kernel_manager_class = SandboxedKernelManager
+        else:
+            self.kernel_manager_class = CourseKernelManager
+            self.log.warning(
+                "Grading WITHOUT a sandbox (SandboxedExecute.sandbox is False): this submission's "
+                "code can read the solutions and the gradebook, and change other students' grades."
+            )
+        self._deadline = time.monotonic() + self.notebook_timeout
+        self._stopped: str | None = None
+        self._output_sizes: dict[int, int] = {}
+        nb, resources = super().preprocess(nb, resources, km)
+        reason = not_graded_because(nb)
+        if reason is not None:
+            # nbgrader then keeps no score for it, and names the student as one it could not grade.
+            self.log.error("NOT GRADED: %s", reason)
+            raise NotGraded(reason)
+        return nb, resources
+
+    # Where the kernel's own stderr goes, when set (the check before grading reads it); else
+    # nowhere in the sandbox, and to the grader's outside it.
+    kernel_stderr: str | None = None
+
+    def create_kernel_manager(self) -> Any:
+        km = super().create_kernel_manager()
+        if isinstance(km, CourseKernelManager):
+            km.stderr_path = self.kernel_stderr
+        if isinstance(km, SandboxedKernelManager) and self.kernel_stderr is not None:
+            km.purpose = "the check before grading"
+        if isinstance(km, SandboxedKernelManager):
+            self._configure(km)
+            spare = spare_kernel.take(self._spare_key(km)) if self.kernel_stderr is None else None
+            if spare is not None:
+                spare.started_ahead = True
+                self.km = km = spare
+        if getattr(km, "client_factory", None) is AsyncKernelClient:
+            km.client_factory = PromptKernelClient
+        return km
+
+    def _configure(self, km: SandboxedKernelManager) -> None:
+        km.max_tasks, km.max_memory, km.bwrap = self.max_tasks, self.max_memory, self.bwrap
+        km.gpus = self.gpus
+        course = self.config.get("CourseDirectory", {}).get("root")
+        km.hidden += [Path(course).resolve()] if course else []
+
+    def _spare_key(self, km: SandboxedKernelManager) -> tuple:
+        """What a spare kernel must have been started with to run this notebook."""
+        settings = (km.kernel_name, km.max_tasks, km.max_memory, km.bwrap, km.gpus, tuple(km.hidden))
+        # (nbclient adds the history file's argument as it starts a kernel.)
+        arguments = tuple(a for a in self.extra_arguments if not a.startswith("--HistoryManager.hist_file"))
+        return (*settings, arguments, spare_kernel.warm_up_code(self.nb))
+
+    async def async_start_new_kernel_client(self) -> Any:
+        km = self.km
+        try:
+            kc = await super().async_start_new_kernel_client()
+        except Exception as error:
+            # (nbclient has let go of the manager by now: the reason is read from the one it had.)
+            reason = getattr(km, "stop_reason", None)
+            if reason is None:
+                raise
+            raise RuntimeError(f"{error}: the sandbox stopped it because {reason}") from error
+        if self.spare_kernel and isinstance(self.km, SandboxedKernelManager):
+            await self._start_spare()
+        return kc
+
+    # nbconvert's preprocessor calls the synchronous twin, made from the method it overrides.
+    start_new_kernel_client = run_sync(async_start_new_kernel_client)
+
+    async def _start_spare(self) -> None:
+        """Start the next notebook's kernel while this one runs (see grading/spare_kernel.py)."""
+        km = self.kernel_manager_class(kernel_name=self.km.kernel_name, config=self.config)
+        self._configure(km)
+        key = self._spare_key(km)
+        warm_up = [f"--IPKernelApp.exec_lines={key[-1]}"] if key[-1] else []
+        try:
+            await km.start_kernel(extra_arguments=[*self.extra_arguments, *warm_up])
+        except Exception as error:  # noqa: BLE001 - the next notebook starts its own kernel instead
+            self.log.warning("Could not start a spare kernel: %s", error)
+            km.discard()
+            return
+        spare_kernel.keep(key, km)
+
+    def _get_timeout(self, cell: Any) -> int | None:
+        timeout = super()._get_timeout(cell)
+        left = max(1, int(self._deadline - time.monotonic()))
+        return left if timeout is None else min(timeout, left)
+
+    def preprocess_cell(self, cell: Any, resources: Any, index: int) -> tuple[Any, Any]:
+        if cell.cell_type != "code" or not cell.source.strip():
+            return super().preprocess_cell(cell, resources, index)
+        self._check_budget()
+        if self._stopped is not None:
+            cell.outputs = [_error("NotRun", f"This cell was not run: {self._stopped}.")]
+            return cell, self.resources
+        try:
+            cell, resources = super().preprocess_cell(cell, resources, index)
+        except (DeadKernelError, CellTimeoutError) as error:
+            # (The error's own message quotes the cell, which may hold hidden tests.)
+            self._stopped = self._why_stopped(error)
+            self._stop_kernel(self._stopped)
+            message = f"The kernel stopped during this cell: {self._stopped}."
+            cell.outputs.append(_error("KernelStopped", message))
+            return cell, self.resources
+        if self._check_budget() and any(o.get("ename") == "CellTimeoutError" for o in cell.outputs):
+            message = f"This cell was stopped: {self._stopped}."
+            cell.outputs.append(_error("NotebookTimeout", message))
+        return cell, resources
+
+    def _check_budget(self) -> bool:
+        """Whether the notebook's time budget ran out (with under a second left) just now."""
+        if self._stopped is None and time.monotonic() > self._deadline - 1:
+            self._stopped = f"the notebook used up its time budget of {self.notebook_timeout} s"
+            self._stop_kernel(self._stopped)
+            return True
+        return False
+
+    def _why_stopped(self, error: Exception) -> str:
+        reason = getattr(self.km, "stop_reason", None)
+        if reason is not None:
+            return f"the sandbox was stopped because {reason}"
+        if isinstance(error, CellTimeoutError):
+            return "it ran past its time limit and did not stop when interrupted"
+        process = getattr(getattr(self.km, "provisioner", None), "process", None)
+        status = process.poll() if process is not None else None
+        return "the kernel died" + (f" (exit status {status})" if status is not None else "")
+
+    def _stop_kernel(self, reason: str) -> None:
+        if isinstance(self.km, SandboxedKernelManager):
+            self.km.stop_sandbox(reason)
+
+    def output(self, outs: list, msg: dict, display_id: str | None, cell_index: int) -> Any:
+        content = msg.get("content", {})
+        size = len(content.get("text", "")) + sum(len(str(v)) for v in content.get("data", {}).values())
+        before = self._output_sizes.get(cell_index, 0)
+        self._output_sizes[cell_index] = before + size
+        if before + size <= self.max_output:
+            return super().output(outs, msg, display_id, cell_index)
+        if before <= self.max_output:
+            note = f"\n[output cut: this cell wrote more than {self.max_output:,} characters]\n"
+            outs.append(nbformat.v4.new_output("stream", name="stdout", text=note))
+        return None
+
+
+def _error(name: str, message: str) -> Any:
+    return nbformat.v4.new_output("error", ename=name, evalue=message, traceback=[f"{name}: {message}"])
