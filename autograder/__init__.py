@@ -1,16 +1,19 @@
 """What the notebooks' test cells call: checks with messages a student can act on.
 
-- `checks`: compare numbers and tensors (`expect_close`, `expect_equal`, `expect_tensor`), and
-  ranks' results with each other and with a single-process reference
-  (`expect_same_on_every_rank`, `expect_matches_reference`); run a function on ranks for a test
-  (`run_ranks`); a `FakeClock` for checking timing code, on the CPU or on a stand-in GPU;
-  `expect_answer` and `expect_whole_number` for worked problems.
+- `checks`: the tools every check shares: compare numbers and tensors (`expect_close`,
+  `expect_equal`, `expect_tensor`), and ranks' results with each other and with a
+  single-process reference (`expect_same_on_every_rank`, `expect_matches_reference`); run a
+  function on ranks for a test (`run_ranks`); a `FakeClock` for checking timing code, on the CPU
+  or on a stand-in GPU; `expect_answer` and `expect_whole_number` for worked problems.
 - `comm`: `CommLog`, which records the collectives and messages a rank issues.
-- one module of checks per notebook: `collectives` (02), `benchmarking` (03), `data_parallel`
-  (04), `tensor_parallel` (05), `pipeline_parallel` and `pipeline_costs` (06),
-  `sharded_data_parallel` (07).
+- one module or package of checks per notebook: `collectives` (02), `benchmarking` (03),
+  `data_parallel` (04), `tensor_parallel` (05), `pipeline_parallel`, `pipeline_stage` and
+  `pipeline_costs` (06), `sharded_data_parallel` (07).
+- `torch_compat`: the torch-version workarounds notebooks and checks share (torch 2.13's names
+  for two collectives, torch's `fully_shard` and `full_tensor` made to work on older Gloo).
 
-The nbgrader configuration the course ships is in `grading/nbgrader_config.py`.
+It imports the launcher, and nothing of the instructors' grading machinery (grading/), which
+students do not have.
 """
 
 from .checks import (

@@ -17,7 +17,7 @@ import pytest
 import torch
 import torch.distributed as dist
 
-from autograder import sandbox
+from grading import sandbox
 from launcher import get_device, launch
 
 REPO = Path(__file__).resolve().parent.parent

@@ -215,7 +215,7 @@ def test_nothing_an_attack_started_is_left_running(graded: GradedClass) -> None:
 
 
 def test_no_attack_changed_the_course_or_another_students_folder(graded: GradedClass) -> None:
-    assert MARKER not in (REPO / "autograder" / "checks.py").read_text()
+    assert not [p for p in (REPO / "autograder").rglob("*.py") if MARKER in p.read_text()]
     for stage in ("submitted", "autograded"):
         planted = (graded.root / stage).glob(f"*/{ASSIGNMENT}/autograder")
         assert [p.parent.parent.name for p in planted] == ["shadows_checks"]  # its own, handed in

@@ -6,7 +6,7 @@ from __future__ import annotations
 import torch
 from torch import nn
 
-from autograder.sharded_data_parallel import full_tensor, gather_rows
+from autograder.torch_compat import full_tensor, gather_rows
 from launcher import launch
 
 

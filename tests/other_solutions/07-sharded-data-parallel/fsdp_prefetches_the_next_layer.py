@@ -13,7 +13,7 @@ from torch import nn
 
 def start_gather(shard):
     flat = shard.new_empty(shard.numel() * dist.get_world_size())
-    return flat, all_gather_single(flat, shard.detach(), async_op=True)  # noqa: F821 - the setup cell defines it
+    return flat, all_gather_single(flat, shard.detach(), async_op=True)  # noqa: F821 - the setup cell imports it
 
 
 class PrefetchedLinear(torch.autograd.Function):

@@ -14,5 +14,5 @@ def collective_call(name: str, size_bytes: int, world_size: int, device: torch.d
         chunk = size_bytes // (4 * world_size)
         part = torch.zeros(world_size * chunk, device=device)
         whole = torch.zeros(world_size * world_size * chunk, device=device)
-        return lambda: all_gather_single(whole, part)  # noqa: F821 - the setup cell defines it
+        return lambda: all_gather_single(whole, part)  # noqa: F821 - the setup cell imports it
     return _right_collective_call(name, size_bytes, world_size, device)

@@ -12,7 +12,7 @@ import torch.nn.functional as F
 def sequence_parallel_mlp(x, w1, w2):
     world_size, rank = dist.get_world_size(), dist.get_rank()
     everyone = torch.empty(world_size * x.shape[0], x.shape[1])
-    all_gather_single(everyone, x.contiguous())  # noqa: F821 - the setup cell defines it
+    all_gather_single(everyone, x.contiguous())  # noqa: F821 - the setup cell imports it
     out = F.gelu(everyone @ w1.T) @ w2.T
     dist.all_reduce(out)
     return out[rank * x.shape[0] : (rank + 1) * x.shape[0]]

@@ -12,5 +12,5 @@ import torch.nn.functional as F
 def sequence_parallel_mlp(x, w1, w2):
     partial = F.gelu(x @ w1.T) @ w2.T
     out = torch.empty(x.shape[0] // dist.get_world_size(), x.shape[1])
-    reduce_scatter_single(out, partial)  # noqa: F821 - the setup cell defines it
+    reduce_scatter_single(out, partial)  # noqa: F821 - the setup cell imports it
     return out

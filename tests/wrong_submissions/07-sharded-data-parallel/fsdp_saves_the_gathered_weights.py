@@ -14,7 +14,7 @@ class KeepsWeights(torch.autograd.Function):
     @staticmethod
     def forward(ctx, x, shard, out_features, in_features):
         flat = shard.new_empty(shard.numel() * dist.get_world_size())
-        all_gather_single(flat, shard.detach())  # noqa: F821 - the setup cell defines it
+        all_gather_single(flat, shard.detach())  # noqa: F821 - the setup cell imports it
         weight = flat[: out_features * in_features].view(out_features, in_features)
         bias = flat[out_features * in_features : out_features * (in_features + 1)]
         ctx.save_for_backward(x, flat)
@@ -30,7 +30,7 @@ class KeepsWeights(torch.autograd.Function):
         grad_flat[: out_features * in_features] = (grad_output.T @ x).reshape(-1)
         grad_flat[out_features * in_features : out_features * (in_features + 1)] = grad_output.sum(0)
         grad_shard = flat.new_empty(size)
-        reduce_scatter_single(grad_shard, grad_flat)  # noqa: F821 - the setup cell defines it
+        reduce_scatter_single(grad_shard, grad_flat)  # noqa: F821 - the setup cell imports it
         return grad_output @ weight, grad_shard / dist.get_world_size(), None, None
 
 

@@ -37,7 +37,7 @@ class Zero2AdamW:
         self.master.addcdiv_(
             self.m, (self.v / (1 - b2**self.t)).sqrt() + self.eps, value=-self.lr / (1 - b1**self.t)
         )
-        all_gather_single(flat, self.master)  # noqa: F821 - the setup cell defines it
+        all_gather_single(flat, self.master)  # noqa: F821 - the setup cell imports it
         offset = 0
         for p in self.params:
             p.copy_(flat[offset : offset + p.numel()].view_as(p))

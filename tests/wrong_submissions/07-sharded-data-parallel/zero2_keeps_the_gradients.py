@@ -26,7 +26,7 @@ class Zero2AdamW:
     def step(self):
         flat = F.pad(torch.cat([p.grad.reshape(-1) for p in self.params]), (0, self.padding))
         g = flat.new_empty(self.size)
-        reduce_scatter_single(g, flat)  # noqa: F821 - the setup cell defines it
+        reduce_scatter_single(g, flat)  # noqa: F821 - the setup cell imports it
         g /= self.n
         self.t += 1
         b1, b2 = self.betas
@@ -36,7 +36,7 @@ class Zero2AdamW:
         self.master.addcdiv_(
             self.m, (self.v / (1 - b2**self.t)).sqrt() + self.eps, value=-self.lr / (1 - b1**self.t)
         )
-        all_gather_single(flat, self.master)  # noqa: F821 - the setup cell defines it
+        all_gather_single(flat, self.master)  # noqa: F821 - the setup cell imports it
         offset = 0
         for p in self.params:
             p.copy_(flat[offset : offset + p.numel()].view_as(p))

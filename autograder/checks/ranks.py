@@ -1,0 +1,59 @@
+"""Running a function on ranks for a test, and comparing what the ranks returned."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import torch
+
+from launcher import LaunchError, launch
+
+from .expect import expect_equal, expect_tensor, fail
+
+
+def fresh_seed() -> int:
+    """A seed no notebook can know in advance: each check draws its own."""
+    return int.from_bytes(os.urandom(6), "little")
+
+
+def private_generator() -> torch.Generator:
+    """A generator, in a rank, whose numbers no other process can reproduce."""
+    return torch.Generator().manual_seed(fresh_seed())
+
+
+def run_ranks(
+    fn: Callable[..., Any], world_size: int, *args: Any, timeout: float = 20, what: str = "", **kwargs: Any
+) -> list:
+    """`launch` for tests: a failure becomes a CheckFailed that keeps the launcher's report.
+
+    Tests run on Gloo, on the CPU, wherever they run, so that a test means the same with or
+    without GPUs. ``what`` says what was being run, for the message (default: the function's name).
+    """
+    __tracebackhide__ = True
+    try:
+        return launch(fn, world_size, *args, backend="gloo", timeout=timeout, **kwargs)
+    except LaunchError as err:
+        report = str(err)
+    # Failing here, outside the except block, shows the launcher's report once: inside it,
+    # Python would print the LaunchError too, "during handling" of which this one happened.
+    ranks = f"{world_size} rank{'s' if world_size != 1 else ''}"
+    fail(f"{what or getattr(fn, '__name__', 'the function')} on {ranks} failed:\n{report}")
+
+
+def expect_same_on_every_rank(results: Sequence[Any], what: str) -> None:
+    """Check that every rank returned the same tensor (or value) as rank 0."""
+    __tracebackhide__ = True
+    for rank, result in enumerate(results[1:], start=1):
+        if isinstance(results[0], torch.Tensor):
+            expect_tensor(result, results[0], f"{what}: rank {rank} differs from rank 0, which")
+        else:
+            expect_equal(result, results[0], f"{what}: rank {rank} differs from rank 0, which")
+
+
+def expect_matches_reference(results: Sequence[Any], reference: torch.Tensor, what: str) -> None:
+    """Check every rank's tensor against a reference computed in a single process."""
+    __tracebackhide__ = True
+    for rank, result in enumerate(results):
+        expect_tensor(result, reference, f"{what}: rank {rank} (against the single-process reference)")

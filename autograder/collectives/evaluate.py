@@ -1,0 +1,75 @@
+"""Exercise 6: the evaluation that hangs."""
+
+from __future__ import annotations
+
+import contextlib
+import io
+import math
+from collections.abc import Callable, Sequence
+
+import torch
+
+from ..checks import expect_close, fail, private_generator
+from ..comm import CommLog
+from .cases import _describe_calls, _launch_cases, _name, _ranks
+
+
+def sample_losses(batch: torch.Tensor) -> torch.Tensor:
+    """The loss of each sample in the notebook's evaluation: (x - 1) squared."""
+    return (batch - 1) ** 2
+
+
+def _evaluate_cases(rank: int, world_size: int, fn: Callable, cases: list[list[int]]) -> list:
+    results = []
+    for lengths in cases:
+        shard = torch.randn(lengths[rank], generator=private_generator())
+        # What the evaluation prints (a running mean, say) is not checked: keep it out of the way.
+        with CommLog() as log, contextlib.redirect_stdout(io.StringIO()):
+            result = fn(rank, world_size, shard.clone())
+        results.append((shard, result, log.summary()["collectives"]))
+    return results
+
+
+def check_evaluate(
+    fn: Callable[[int, int, torch.Tensor], float], cases: Sequence[Sequence[int]] = ((13, 11, 12), (4, 9))
+) -> None:
+    """``fn(rank, world_size, shard)`` must return, on every rank, the mean of `sample_losses`
+    over every sample of every rank. Each case gives the ranks' numbers of samples (its length is
+    the world size); each rank's samples are drawn inside it, unknown to the others."""
+    __tracebackhide__ = True
+    by_size: dict[int, list[list[int]]] = {}
+    for lengths in cases:
+        by_size.setdefault(len(lengths), []).append(list(lengths))
+    for p, group in by_size.items():
+
+        def describe(lengths: list[int], p: int = p) -> str:
+            return f"{_name(fn)} on {_ranks(p)} holding {', '.join(map(str, lengths))} samples"
+
+        results = _launch_cases(_evaluate_cases, p, fn, group, describe=describe)
+        for i, lengths in enumerate(group):
+            what = describe(lengths)
+            shards = [results[rank][i][0] for rank in range(p)]
+            everything = torch.cat(shards).double()
+            expected = sample_losses(everything).mean().item()
+            own_means = [sample_losses(s.double()).mean().item() for s in shards if len(s)]
+            for rank in range(p):
+                result = results[rank][i][1]
+                expect_close(
+                    result,
+                    expected,
+                    f"{what}: rank {rank}'s mean loss",
+                    rel=1e-4,
+                    mistakes={
+                        "average each rank's own mean (ranks hold different numbers of samples)": sum(
+                            own_means
+                        )
+                        / max(len(own_means), 1),
+                        "return this rank's own mean": sample_losses(shards[rank].double()).mean().item()
+                        if len(shards[rank])
+                        else math.nan,
+                    },
+                )
+            calls = [results[rank][i][2] for rank in range(p)]
+            if any(c != calls[0] for c in calls):
+                listing = "; ".join(f"rank {r}: {_describe_calls(c)}" for r, c in enumerate(calls))
+                fail(f"{what}: the ranks called different collectives ({listing}).")

@@ -1,0 +1,56 @@
+"""Checks for notebook 07 (sharded data parallelism: ZeRO and FSDP).
+
+The ranks' gradients and batches are drawn inside each rank from a seed no other process knows,
+and returned with the results, so that the reference (plain AdamW or SGD in one process) is
+computed here, in the checking process, from what the ranks really had. What each rank did is
+measured as it happens: the collectives it issued and how many elements they carried (`CommLog`),
+the bytes its optimizer keeps from one step to the next (every storage made during the
+optimizer's construction and steps that is still alive afterwards), and, for FSDP, which layers'
+whole weights were alive in the rank's memory after each tensor operation.
+
+- `zero`: memory per device (`check_zero_memory`), the pieces of a flat shard
+  (`check_shard_pieces`), the ZeRO-1 and ZeRO-2 optimizers (`check_zero_optimizer`);
+- `fsdp`: the FSDP MLP (`check_fsdp`, `make_layers`, the mode that watches which layers are whole);
+- `torch_fsdp`: training with torch's `fully_shard` (`check_fully_shard`);
+- `common`: what they share: the mode that watches what a rank keeps, the volumes its collectives
+  carried, comparing parameters with the reference.
+
+`fully_shard`, `full_tensor` and `gather_rows` live in `autograder.torch_compat`; they are named
+here too for notebooks released before they moved. `make_batch`, `make_mlp` and `mse` are notebook
+04's, which the setup cell imports from here.
+"""
+
+from __future__ import annotations
+
+import launcher
+
+from ..data_parallel import make_batch, make_mlp, mse
+from ..torch_compat import full_tensor, fully_shard, gather_rows
+from .fsdp import check_fsdp, make_layers
+from .torch_fsdp import check_fully_shard
+from .zero import (
+    check_shard_pieces,
+    check_zero_memory,
+    check_zero_optimizer,
+    flat_pieces_reference,
+    zero_memory_reference,
+)
+
+launcher.preload("autograder.sharded_data_parallel", "torch.distributed.fsdp")
+
+__all__ = [
+    "check_fsdp",
+    "check_fully_shard",
+    "check_shard_pieces",
+    "check_zero_memory",
+    "check_zero_optimizer",
+    "flat_pieces_reference",
+    "full_tensor",
+    "fully_shard",
+    "gather_rows",
+    "make_batch",
+    "make_layers",
+    "make_mlp",
+    "mse",
+    "zero_memory_reference",
+]

@@ -1,0 +1,340 @@
+"""Checks of notebook 07's ZeRO exercises: the memory per device of each stage, the pieces of a
+flat shard, and the ZeRO-1 and ZeRO-2 optimizers (measured: what each rank keeps between steps,
+and what its collectives carry)."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import torch
+import torch.distributed as dist
+from torch import nn
+
+from ..checks import counted, expect_close, expect_equal, fail, fresh_seed, private_generator, run_ranks
+from ..comm import CommLog
+from .common import _close, _compare, _counts, _params_like, _Storages, _volumes
+
+GRADIENT_SCALE = 0.01  # the checks' gradients are N(0, 0.01^2): with eps=0.01, Adam sees a missing 1/n
+
+
+# -- exercise: memory per device ----------------------------------------------------------------
+
+
+def zero_memory_reference(psi: float, n: int, stage: int) -> float:
+    """Bytes per device of mixed-precision Adam's parameters, gradients and optimizer state (for
+    the checks; never shown to students)."""
+    params, grads, optimizer = 2.0 * psi, 2.0 * psi, 12.0 * psi
+    return (
+        params / (n if stage >= 3 else 1)
+        + grads / (n if stage >= 2 else 1)
+        + optimizer / (n if stage >= 1 else 1)
+    )
+
+
+def check_zero_memory(zero_memory: Callable, cases: Sequence[tuple[float, int, int]]) -> None:
+    """Check ``zero_memory(psi, n, stage)`` on each case, naming the typical mistakes, and that a
+    stage other than 0-3, or fewer than one device, is refused with a ValueError."""
+    __tracebackhide__ = True
+    for psi, n, stage in cases:
+        what = f"zero_memory(psi={psi:g}, n={n}, stage={stage})"
+        mistakes = {
+            "count 16 bytes of optimizer state per parameter (K=16) instead of 12": (
+                2 * psi / (n if stage >= 3 else 1)
+                + 2 * psi / (n if stage >= 2 else 1)
+                + 16 * psi / (n if stage >= 1 else 1)
+            ),
+            "shard the 16-bit parameters already in stage 1 (stage 1 shards only the optimizer state)": (
+                2 * psi / n + 2 * psi / (n if stage >= 2 else 1) + 12 * psi / n
+            ),
+            "shard the gradients already in stage 1 (that is stage 2)": zero_memory_reference(
+                psi, n, stage + 1
+            ),
+            "count the stages one too late (stage 1 sharding nothing)": zero_memory_reference(
+                psi, n, stage - 1
+            ),
+            "forget the fp32 master copy of the parameters (8 bytes of Adam state, not 12)": (
+                2 * psi / (n if stage >= 3 else 1)
+                + 2 * psi / (n if stage >= 2 else 1)
+                + 8 * psi / (n if stage >= 1 else 1)
+            ),
+        }
+        if stage != 1:  # a mistake of stage 1's only
+            del mistakes[
+                "shard the 16-bit parameters already in stage 1 (stage 1 shards only the optimizer state)"
+            ]
+        expect_close(
+            zero_memory(psi, n, stage),
+            zero_memory_reference(psi, n, stage),
+            what,
+            rel=1e-6,
+            mistakes=mistakes,
+        )
+    for bad in ((1e9, 8, 4), (1e9, 8, -1), (1e9, 0, 1)):
+        try:
+            zero_memory(*bad)
+        except ValueError:
+            continue
+        except Exception as err:  # noqa: BLE001 - any other error is the wrong kind
+            fail(f"zero_memory{bad} raised {type(err).__name__}: {err}; expected a ValueError that says why.")
+        fail(
+            f"zero_memory{bad} returned without complaint; expected a ValueError "
+            "(no such stage, or no devices)."
+        )
+
+
+# -- exercise: the pieces of a flat shard -----------------------------------------------------------
+
+
+def check_shard_pieces(shard_pieces: Callable, cases: Sequence[tuple[Sequence[int], int]]) -> None:
+    """Check ``shard_pieces(numels, world_size, rank)`` for every rank of each case, exactly, and
+    that a rank outside the world is refused with a ValueError."""
+    __tracebackhide__ = True
+    for numels, world_size in cases:
+        total = sum(numels)
+        for rank in range(world_size):
+            what = f"shard_pieces({list(numels)}, world_size={world_size}, rank={rank})"
+            expected = flat_pieces_reference(numels, world_size, rank)
+            mistakes = {
+                "round the shard size down (the last elements then belong to no rank)": _pieces_with_shard(
+                    numels, world_size, rank, total // world_size
+                ),
+                "give the pieces' offsets in the whole flat buffer, not in the parameter and the shard": [
+                    expected[0],
+                    [(i, a + sum(numels[:i]), b + rank * expected[0], n) for i, a, b, n in expected[1]],
+                ],
+                "pad each parameter on its own": _pieces_padded_each(numels, world_size, rank),
+            }
+            expect_equal(
+                _plain(shard_pieces(list(numels), world_size, rank)), list(expected), what, mistakes=mistakes
+            )
+    numels, world_size = cases[0]
+    for rank in (world_size, -1):
+        try:
+            shard_pieces(list(numels), world_size, rank)
+        except ValueError:
+            continue
+        except Exception as err:  # noqa: BLE001 - any other error is the wrong kind
+            fail(
+                f"shard_pieces(..., world_size={world_size}, rank={rank}) raised "
+                f"{type(err).__name__}; expected a ValueError."
+            )
+        fail(
+            f"shard_pieces(..., world_size={world_size}, rank={rank}) returned; "
+            "expected a ValueError (no such rank)."
+        )
+
+
+def _plain(answer: Any) -> Any:
+    """The answer as lists (a tuple of tuples is as good as a list of lists)."""
+    if isinstance(answer, tuple) and len(answer) == 2:
+        answer = list(answer)
+    if isinstance(answer, list) and len(answer) == 2 and isinstance(answer[1], (list, tuple)):
+        return [answer[0], [list(p) if isinstance(p, tuple) else p for p in answer[1]]]
+    return answer
+
+
+def _pieces_with_shard(numels: Sequence[int], world_size: int, rank: int, shard: int) -> list:
+    pieces, start = [], 0
+    low, high = rank * shard, (rank + 1) * shard
+    for i, n in enumerate(numels):
+        a, b = max(start, low), min(start + n, high)
+        if a < b:
+            pieces.append([i, a - start, a - low, b - a])
+        start += n
+    return [shard, pieces]
+
+
+def _pieces_padded_each(numels: Sequence[int], world_size: int, rank: int) -> list:
+    pieces, offset = [], 0
+    for i, n in enumerate(numels):
+        size = -(-n // world_size)
+        a, b = rank * size, min((rank + 1) * size, n)
+        if a < b:
+            pieces.append([i, a, offset, b - a])
+        offset += size
+    return [offset, pieces]
+
+
+def flat_pieces_reference(numels: Sequence[int], world_size: int, rank: int) -> tuple[int, list]:
+    """The answer to the flat-shard exercise, for the checks (never shown to students)."""
+    shard, pieces = _pieces_with_shard(numels, world_size, rank, -(-sum(numels) // world_size))
+    return shard, pieces
+
+
+# -- exercises: ZeRO-1 and ZeRO-2 optimizers ---------------------------------------------------------
+
+
+def _initial_params(shapes: Sequence[tuple[int, ...]], seed: int) -> list[nn.Parameter]:
+    generator = torch.Generator().manual_seed(seed)
+    return [nn.Parameter(torch.randn(shape, generator=generator)) for shape in shapes]
+
+
+def _zero_on_rank(
+    rank: int,
+    world_size: int,
+    make_optimizer: Callable,
+    shapes: list,
+    steps: int,
+    hyper: dict,
+    seed: int,
+    averaged: bool,
+) -> dict:
+    params = _initial_params(shapes, seed)  # the same on every rank, as after DDP's broadcast
+    generator = private_generator()  # this rank's gradients: no other rank can know them
+    storages = _Storages()
+    drawn, volumes, counts, kept_grads = [], [], [], []
+    storages.hand_over(params)
+    with storages:
+        optimizer = make_optimizer(params, **hyper)
+    for _ in range(steps):
+        local = [GRADIENT_SCALE * torch.randn(p.shape, generator=generator) for p in params]
+        drawn.append(local)
+        for p, g in zip(params, local, strict=True):
+            p.grad = g.clone()
+            if averaged:  # what DDP did before the optimizer's step: every rank has the average
+                dist.all_reduce(p.grad)
+                p.grad /= world_size
+        storages.hand_over([*params, *(p.grad for p in params)])
+        with CommLog(count_collectives=False) as log, storages:
+            optimizer.step()
+        summary = log.summary()
+        volumes.append(_volumes(summary))
+        counts.append(_counts(summary))
+        kept_grads.append([p.grad is not None for p in params])
+        for p in params:
+            p.grad = None
+    kept = storages.alive_bytes(list(params))
+    return {
+        "params": [p.detach().clone() for p in params],
+        "grads": drawn,
+        "volumes": volumes,
+        "counts": counts,
+        "kept_bytes": kept,
+        "kept_grads": kept_grads,
+    }
+
+
+def _adamw_reference(
+    shapes: Sequence[tuple[int, ...]], seed: int, grads_per_step: list[list[torch.Tensor]], hyper: dict
+) -> list[torch.Tensor]:
+    params = _initial_params(shapes, seed)
+    optimizer = torch.optim.AdamW(params, foreach=False, **hyper)
+    for grads in grads_per_step:
+        for p, g in zip(params, grads, strict=True):
+            p.grad = g.clone()
+        optimizer.step()
+    return [p.detach().clone() for p in params]
+
+
+def check_zero_optimizer(
+    make_optimizer: Callable,
+    stage: int,
+    world_sizes: Sequence[int] = (2,),
+    shapes: Sequence[tuple[int, ...]] = ((33, 17), (17,), (9, 33), (9,)),
+    steps: int = 3,
+    lr: float = 0.1,
+    weight_decay: float = 0.1,
+    eps: float = 0.01,
+) -> None:
+    """Check a ZeRO optimizer, ``make_optimizer(params, lr=, eps=, weight_decay=)`` with a
+    ``step()``: after ``steps`` steps every rank's parameters equal plain AdamW's on the average of
+    the ranks' gradients; each rank keeps about 1/n of the state; stage 1 receives gradients
+    already averaged, stage 2 each rank's own and reduce_scatters them."""
+    __tracebackhide__ = True
+    name = getattr(make_optimizer, "__name__", "the optimizer")
+    hyper = {"lr": lr, "eps": eps, "weight_decay": weight_decay}
+    numel = sum(math.prod(s) for s in shapes)
+    seed = fresh_seed() % (1 << 31)
+    for world_size in world_sizes:
+        what = f"{name} on {counted(world_size, 'rank')}, {numel} parameters in {len(shapes)} tensors"
+        per_rank = run_ranks(
+            _zero_on_rank, world_size, make_optimizer, list(shapes), steps, hyper, seed, stage == 1, what=name
+        )
+        average = [
+            [sum(r["grads"][s][i] for r in per_rank) / world_size for i in range(len(shapes))]
+            for s in range(steps)
+        ]
+        reference = _adamw_reference(shapes, seed, average, hyper)
+        summed = _adamw_reference(shapes, seed, [[g * world_size for g in step] for step in average], hyper)
+        share = -(-numel // world_size)
+        allowed = (12 if stage == 1 else 16) * share + 256
+        for rank, result in enumerate(per_rank):
+            where = f"{what}: rank {rank}"
+            _params_like(where, result["params"], reference)
+            if result["kept_bytes"] > allowed:
+                full = 8 * numel
+                hint = (
+                    " That is about Adam's two moments for every parameter: does every rank update every "
+                    "parameter? Each should keep state, and update, for its own shard only."
+                    if result["kept_bytes"] >= full
+                    else ""
+                )
+                fail(
+                    f"{where} keeps {result['kept_bytes']} bytes of its own between steps; "
+                    f"its 1/{world_size} share is {share} elements, so it may keep at most {allowed} bytes "
+                    f"({12 if stage == 1 else 16} bytes per element of its shard, and 256 more).{hint}"
+                )
+            if stage == 2 and any(any(kept) for kept in result["kept_grads"]):
+                fail(
+                    f"{where}: after step() some parameters still hold a .grad. In stage 2 a rank keeps only "
+                    "its shard of the reduced gradients: set every p.grad to None once they are reduced."
+                )
+            mistakes = {}
+            if stage == 2 and world_size > 1:
+                mistakes["sum the gradients over the ranks without dividing by the world size"] = summed
+            if not all(_close(p, r) for p, r in zip(result["params"], reference, strict=True)):
+                gathered = sum(v.get("all_gather", 0) for v in result["volumes"])
+                if world_size > 1 and not gathered:
+                    fail(
+                        f"{where}: its parameters differ from plain AdamW's, and it never all_gathered: each "
+                        "rank updated only its own shard, so the other ranks' updates never reached it. "
+                        "After the update, all_gather the updated shards into every rank's parameters."
+                    )
+                _compare(
+                    where, result["params"], reference, "plain AdamW on the averaged gradients", mistakes
+                )
+            for step, (volumes, counts) in enumerate(
+                zip(result["volumes"], result["counts"], strict=True), 1
+            ):
+                _expect_zero_communication(
+                    where, step, stage, volumes, counts, numel, len(shapes), world_size
+                )
+
+
+def _expect_zero_communication(
+    where: str, step: int, stage: int, volumes: dict, counts: dict, numel: int, tensors: int, world_size: int
+) -> None:
+    __tracebackhide__ = True
+    if world_size == 1:
+        return
+    slack = world_size * tensors  # padding, if each tensor is padded on its own
+    gathered = volumes.get("all_gather", 0)
+    if stage == 1 and counts.get("all_reduce"):
+        fail(
+            f"{where}: step {step} issued {counts['all_reduce']} all_reduce(s). In stage 1 the gradients "
+            "arrive averaged already; the step needs only to share the updated shards."
+        )
+    if stage == 2:
+        if counts.get("all_reduce"):
+            fail(
+                f"{where}: step {step} issued {counts['all_reduce']} all_reduce(s) of "
+                f"{volumes['all_reduce']} elements. Each rank needs only its own shard of the summed "
+                "gradients: a reduce_scatter gives it that, at half an all_reduce's cost. (An all_reduce "
+                "then a slice sends twice the bytes and keeps a whole gradient on every rank.)"
+            )
+        scattered = volumes.get("reduce_scatter", 0)
+        if not numel <= scattered <= numel + slack:
+            fail(
+                f"{where}: step {step}'s reduce_scatters carried {scattered} elements; expected the "
+                f"{numel} gradients once (with a little padding)."
+            )
+    if not numel <= gathered <= numel + slack:
+        fail(
+            f"{where}: step {step}'s all_gathers carried {gathered} elements; expected the {numel} "
+            "updated parameters once (with a little padding): every rank needs every updated shard."
+        )
+    others = {k: v for k, v in counts.items() if k not in ("all_gather", "reduce_scatter", "all_reduce")}
+    if others:
+        fail(f"{where}: step {step} also issued {others}; the step needs none of them.")

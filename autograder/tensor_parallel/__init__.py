@@ -1,0 +1,58 @@
+"""Checks for notebook 05 (tensor parallelism).
+
+Inside each rank, the checks draw that rank's shards of the weights (and, where the input is
+split, its slice of the input) at random from a generator no other process can reproduce, keep a
+private copy, and hand the student's code only the shards: no rank can compute the others' part
+without communicating, and no full weight exists in a rank for code to find. Where the code is
+given a whole ``nn.Linear``, every entry outside the rank's shard is NaN. What is replicated by
+design (the input of a layer, a row-parallel layer's bias, the targets) comes from a seed each
+check draws afresh. The ranks return their private copies; the full layers are assembled here,
+in the checking process, and their outputs and gradients are the reference.
+
+What each rank sends is recorded as well (with torch's CommDebugMode and a dispatch mode beside
+it, through `CommLog`): which collectives, forward and backward apart, and how many elements
+each carried, so that a collective that carries the wrong thing (whole weights, padded logits)
+fails even when the result is right.
+
+- `shards`: the sizes (`DIM`, `HIDDEN`), the inputs every rank holds by design, a rank's shards
+  of Megatron's two layers, and the checks of a rank's result, collectives and their sizes.
+- `layers`: the lecture's all_gather MLP (`check_allgather_forward`), Megatron's column- and
+  row-parallel layers and their MLP (`check_column_parallel`, `check_row_parallel`,
+  `check_tensor_parallel_mlp`).
+- `attention`: attention split by heads (`reference_attention`,
+  `check_tensor_parallel_attention`).
+- `sequence`: sequence parallelism (`check_sequence_parallel`) and the cross-entropy over a
+  vocabulary split across the ranks (`check_vocab_parallel_cross_entropy`).
+"""
+
+import launcher
+
+from .attention import ATTENTION_DIM, HEADS, check_tensor_parallel_attention, reference_attention
+from .layers import (
+    check_allgather_forward,
+    check_column_parallel,
+    check_row_parallel,
+    check_tensor_parallel_mlp,
+)
+from .sequence import ROWS, SEQUENCE, VOCAB, check_sequence_parallel, check_vocab_parallel_cross_entropy
+from .shards import DIM, HIDDEN
+
+launcher.preload("autograder.tensor_parallel")
+
+__all__ = [
+    "ATTENTION_DIM",
+    "DIM",
+    "HEADS",
+    "HIDDEN",
+    "ROWS",
+    "SEQUENCE",
+    "VOCAB",
+    "check_allgather_forward",
+    "check_column_parallel",
+    "check_row_parallel",
+    "check_sequence_parallel",
+    "check_tensor_parallel_attention",
+    "check_tensor_parallel_mlp",
+    "check_vocab_parallel_cross_entropy",
+    "reference_attention",
+]
