@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import contextlib
 import itertools
+import threading
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any
@@ -210,60 +211,135 @@ def _numels(value: Any) -> list[int]:
 
 
 class _RecordedWork:
-    """Stands for a collective's handle; notes whether it was waited on."""
+    """Stands for an all_reduce's handle, and notes when it is waited on.
 
-    def __init__(self, work: Any, waited: list[bool], index: int) -> None:
-        self._work, self._waited, self._index = work, waited, index
+    With ``deliver_on_wait``, the all_reduce runs on a copy of the tensors, and its result is
+    copied into them only when the handle (or its future) is waited on: until then they hold
+    this rank's own values. Code that reads or changes them before waiting (a race that real
+    backends lose only now and then) then gets a wrong result every time.
+    """
 
-    def wait(self, *args: Any, **kwargs: Any) -> Any:
-        self._waited[self._index] = True
-        return self._work.wait(*args, **kwargs)
+    def __init__(
+        self, work: Any, tensors: list, results: list, events: list, waited: list[bool], index: int
+    ) -> None:
+        self._work, self._tensors, self._results = work, tensors, results
+        self._events, self._waited, self._index = events, waited, index
+        self._lock = threading.Lock()
+        self._delivered = results is tensors
+
+    def _deliver(self, done: bool = False) -> None:
+        """Put the result in the caller's tensors, once the work is ``done`` (else wait for it
+        first: never while holding the lock, which a callback of its future may be waiting for)."""
+        if not self._delivered and not done:
+            self._work.wait()
+        with self._lock:
+            if self._delivered:
+                return
+            with torch.no_grad():
+                for tensor, result in zip(self._tensors, self._results, strict=True):
+                    tensor.copy_(result)
+            self._delivered = True
+
+    def _note_wait(self) -> None:
+        if not self._waited[self._index]:
+            self._waited[self._index] = True
+            self._events.append(("wait", self._index))
+
+    def wait(self, *args: Any, **kwargs: Any) -> bool:
+        self._note_wait()
+        if self._delivered:
+            return self._work.wait(*args, **kwargs)
+        self._deliver()
+        return True
 
     def get_future(self) -> _RecordedFuture:
-        return _RecordedFuture(self._work.get_future(), self._waited, self._index)
+        future = _RecordedFuture(self)
+        future._follow(self._work.get_future(), lambda _: self._tensors)
+        return future
 
     def __getattr__(self, name: str) -> Any:
         return getattr(self._work, name)
 
 
-class _RecordedFuture:
-    """Stands for a handle's future: waiting on it, or on a future chained to it, waits for the work."""
+class _RecordedFuture(torch.futures.Future):
+    """A handle's future, or one chained to it with ``then``: a real torch future (so that
+    ``torch.futures.wait_all`` and DDP's communication hooks take it), done when the work is.
+    Waiting on it notes the handle as waited on; its value, and the future a callback of
+    ``then`` is given, show the result delivered."""
 
-    def __init__(self, future: Any, waited: list[bool], index: int) -> None:
-        self._future, self._waited, self._index = future, waited, index
+    def __init__(self, handle: _RecordedWork) -> None:
+        super().__init__()
+        self._handle = handle
+
+    def _follow(self, source: Any, value: Any) -> None:
+        def done(future: Any) -> None:
+            try:
+                self.set_result(value(future))
+            except Exception as exc:  # noqa: BLE001 - passed on to whoever waits, as torch does
+                self.set_exception(exc)
+
+        torch._C.Future.then(source, done)  # the base class's: a _RecordedFuture's own adds a step
 
     def wait(self) -> Any:
-        self._waited[self._index] = True
-        return self._future.wait()
+        self._handle._note_wait()
+        self._handle._deliver()
+        return super().wait()
 
     def value(self) -> Any:
-        self._waited[self._index] = True
-        return self._future.value()
+        self._handle._deliver()
+        return super().value()
 
     def then(self, callback: Any) -> _RecordedFuture:
-        return _RecordedFuture(self._future.then(callback), self._waited, self._index)
+        chained = _RecordedFuture(self._handle)
 
-    def __getattr__(self, name: str) -> Any:
-        return getattr(self._future, name)
+        def run(_: Any) -> Any:
+            self._handle._deliver(done=True)  # this future is done, so the work is
+            return callback(self)
+
+        chained._follow(self, run)
+        return chained
 
 
 @contextlib.contextmanager
-def recording_waits() -> Iterator[list[bool]]:
+def recording_waits(events: list | None = None, deliver_on_wait: bool = False) -> Iterator[list[bool]]:
     """While active, every all_reduce returns a handle that notes whether it was waited on.
 
     Wrapped on the ``ProcessGroup`` class, as `CommLog` wraps sends, so that the handle is noted
     however the all_reduce was called. (A blocking ``dist.all_reduce`` waits on it itself.)
-    """
-    real = dist.ProcessGroup.allreduce
-    waited: list[bool] = []
+    Waiting on its future, directly or through ``torch.futures.wait_all``, counts too.
 
-    def allreduce(group: Any, *args: Any, **kwargs: Any) -> Any:
-        work = real(group, *args, **kwargs)
+    ``events``, if given, receives ``("issue", index, numel, dtype, storage)`` as each all_reduce
+    starts (its elements, the dtype and the address of the memory of its first tensor), and
+    ``("wait", index)`` when it is first waited on, in order with what else the check puts
+    there. ``deliver_on_wait`` holds each result back until its handle is waited on (see
+    `_RecordedWork`).
+    """
+    real, real_collect = dist.ProcessGroup.allreduce, torch._C._collect_all
+    waited: list[bool] = []
+    log = events if events is not None else []
+
+    def allreduce(group: Any, tensors: Any, *args: Any, **kwargs: Any) -> Any:
+        given = [tensors] if isinstance(tensors, torch.Tensor) else list(tensors)
+        results = [t.detach().clone() for t in given] if deliver_on_wait else given
+        work = real(group, results[0] if isinstance(tensors, torch.Tensor) else results, *args, **kwargs)
         waited.append(False)
-        return _RecordedWork(work, waited, len(waited) - 1)
+        index = len(waited) - 1
+        first = given[0] if given else torch.empty(0)
+        log.append(
+            ("issue", index, sum(t.numel() for t in given), first.dtype, first.untyped_storage().data_ptr())
+        )
+        return _RecordedWork(work, given, results, log, waited, index)
+
+    def collect_all(futures: Any) -> Any:
+        for future in futures:
+            if isinstance(future, _RecordedFuture):
+                future.wait()
+        return real_collect(futures)
 
     dist.ProcessGroup.allreduce = allreduce
+    torch._C._collect_all = collect_all
     try:
         yield waited
     finally:
         dist.ProcessGroup.allreduce = real
+        torch._C._collect_all = real_collect

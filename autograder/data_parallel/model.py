@@ -53,6 +53,40 @@ def train_alone(model: nn.Module, data: torch.Tensor, targets: torch.Tensor, ste
     return [p.detach().clone() for p in model.parameters()]
 
 
+class ShuffledMLP(nn.Module):
+    """Four linear layers of different widths (16 -> 20 -> 12 -> 8 -> 16) with a GELU between
+    each, *registered* in another order than they run: the third, the first, the fourth, then the
+    second. So ``model.parameters()`` lists them in that order, and backward finishes their
+    gradients in yet another: the fourth layer's, the third's, the second's, the first's."""
+
+    WIDTHS = (NUM_DIM, 20, 12, 8, NUM_DIM)
+
+    def __init__(self, seed: int = 0) -> None:
+        super().__init__()
+        with torch.random.fork_rng(devices=[]):
+            torch.manual_seed(seed)
+            layers = [nn.Linear(a, b) for a, b in zip(self.WIDTHS, self.WIDTHS[1:], strict=False)]
+        self.third, self.first, self.fourth, self.second = layers[2], layers[0], layers[3], layers[1]
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        for layer in (self.first, self.second, self.third):
+            x = nn.functional.gelu(layer(x))
+        return self.fourth(x)
+
+
+def tolerance(dtype: torch.dtype) -> dict[str, float]:
+    """How close a float result of this dtype must be to a reference computed in float64: a
+    float32 rounding passes in float32, not in float64."""
+    return {"rtol": 1e-10, "atol": 1e-12} if dtype is torch.float64 else {"rtol": 1e-4, "atol": 1e-6}
+
+
+def close(a: torch.Tensor, b: torch.Tensor) -> bool:
+    """``a`` has ``b``'s shape and dtype, and its values within the tolerance of that dtype."""
+    return (
+        a.shape == b.shape and a.dtype == b.dtype and allclose(a.double(), b.double(), **tolerance(b.dtype))
+    )
+
+
 def _close(a: torch.Tensor, b: torch.Tensor) -> bool:
     return a.shape == b.shape and allclose(a, b, rtol=1e-4, atol=1e-6)
 

@@ -1,5 +1,10 @@
-"""Notebook 04's checks of overlapping the gradients' all_reduces with backward, and of
-gradient accumulation."""
+"""Notebook 04's checks of all_reduces overlapped with backward, per parameter and in buckets.
+
+A rank records, in one list of events and in the order they happen: each gradient becoming final
+(``("ready", i)``, from a hook of the check's), the end of each backward (``("end",)``), and each
+all_reduce started and waited on (`recording_waits`). The all_reduces' results land only when
+their handles are waited on, so reading a result too early fails every time, not by luck.
+"""
 
 from __future__ import annotations
 
@@ -8,219 +13,262 @@ from collections.abc import Callable, Sequence
 import torch
 from torch import nn
 
-from ..checks import MATMUL_OPS, Timeline, allclose, counted, fail, fresh_seed, run_ranks
+from ..checks import allclose, counted, fail, fresh_seed, run_ranks
 from ..comm import recording_waits
-from .model import _compare, _params_like, make_batch, make_mlp, mse, train_alone
-
-# -- exercises: overlapping communication with backward --------------------------------------------
+from .model import ShuffledMLP, close, make_batch, make_mlp, mse
 
 
-def overlap_model(tie: bool = False, freeze: bool = False, seed: int = 0) -> nn.Sequential:
-    """The model of the overlap checks: the MLP, with its first and last weights tied, or its
-    first bias frozen, if asked."""
-    model = make_mlp(seed=seed)
+def overlap_model(
+    tie: bool = False, freeze: bool = False, shuffled: bool = False, dtype: str = "float32", seed: int = 0
+) -> nn.Module:
+    """The model of the overlap checks: the MLP (its first and last weights tied, or its first
+    bias frozen, if asked), or `ShuffledMLP`, in float32 or float64."""
+    model = ShuffledMLP(seed=seed) if shuffled else make_mlp(seed=seed)
     if tie:
         model[-1].weight = model[0].weight
     if freeze:
         model[0].bias.requires_grad_(False)
-    return model
+    return model.to(getattr(torch, dtype))
 
 
-def _overlap_batch(seed: int, step: int, rank: int) -> tuple[torch.Tensor, torch.Tensor]:
-    return make_batch(6, seed=seed + 1 + 100 * step + rank)
+class Recorder:
+    """Notes in ``events`` each forward of ``model`` (``("forward", rows)``), each of its gradients
+    once final (``("ready", i)``, ``i`` its index in ``model.parameters()``) and the end of each
+    backward (``("end",)``, after every hook of that backward has run)."""
+
+    def __init__(self, model: nn.Module, events: list) -> None:
+        self.events, self._queued = events, False
+        for i, p in enumerate(model.parameters()):
+            if p.requires_grad:
+                p.register_post_accumulate_grad_hook(lambda _, i=i: self._ready(i))
+        model.register_forward_pre_hook(lambda module, inputs: events.append(("forward", inputs[0].shape[0])))
+
+    def _ready(self, i: int) -> None:
+        self.events.append(("ready", i))
+        if not self._queued:  # the engine calls it back once this backward has run everything
+            self._queued = True
+            torch.autograd.Variable._execution_engine.queue_callback(self._end)
+
+    def _end(self) -> None:
+        self._queued = False
+        self.events.append(("end",))
+
+
+def _batch(seed: int, step: int, rank: int, dtype: str) -> tuple[torch.Tensor, torch.Tensor]:
+    x, y = make_batch(6, seed=seed + 1 + 100 * step + rank)
+    return x.to(getattr(torch, dtype)), y.to(getattr(torch, dtype))
 
 
 def _overlap_on_rank(
-    rank: int, world_size: int, make_sync: Callable, model_kind: dict, steps: int, seed: int
+    rank: int, world_size: int, make_sync: Callable, kind: dict, steps: int, seed: int
 ) -> list:
-    model = overlap_model(**model_kind, seed=seed)
+    model = overlap_model(**kind, seed=seed)
     sync = make_sync(model)
+    events: list = []
+    Recorder(model, events)  # after the synchroniser's hooks: a gradient's hooks run in that order
     out = []
     for step in range(steps):
         model.zero_grad(set_to_none=True)
-        x, y = _overlap_batch(seed, step, rank)
-        timeline = Timeline()
-        with recording_waits() as waited, timeline:
+        x, y = _batch(seed, step, rank, kind.get("dtype", "float32"))
+        events.clear()
+        with recording_waits(events, deliver_on_wait=True) as waited:
             mse(model(x), y).backward()
-            timeline.events.append(("mark", "backward returned"))
             sync.finish()
-        grads = [None if p.grad is None else p.grad.clone() for p in model.parameters()]
-        out.append((grads, timeline.events, waited))
+        grads = [None if p.grad is None else p.grad.detach().clone() for p in model.parameters()]
+        out.append((grads, list(events), list(waited)))
     return out
 
 
-def _average_grads(model_kind: dict, world_size: int, step: int, seed: int) -> list:
-    """Each parameter's gradient averaged over the ranks' data, computed in one process."""
-    total: list = []
-    for rank in range(world_size):
-        model = overlap_model(**model_kind, seed=seed)
-        x, y = _overlap_batch(seed, step, rank)
-        mse(model(x), y).backward()
-        grads = [p.grad for p in model.parameters()]
-        total = (
-            grads if not total else [None if a is None else a + b for a, b in zip(total, grads, strict=True)]
-        )
-    return [None if g is None else g / world_size for g in total]
+def _local_grads(kind: dict, rank: int, step: int, seed: int) -> list:
+    """A rank's own gradients at a step, computed here."""
+    model = overlap_model(**kind, seed=seed)
+    x, y = _batch(seed, step, rank, kind.get("dtype", "float32"))
+    mse(model(x), y).backward()
+    return [p.grad for p in model.parameters()]
 
 
 def check_overlap(
     make_sync: Callable,
     world_sizes: Sequence[int] = (2,),
-    buckets: Callable[[nn.Module], list[list[int]]] | None = None,
+    buckets: Sequence[Sequence[int]] | None = None,
     model_kinds: Sequence[dict] = ({},),
     steps: int = 2,
 ) -> None:
     """Check a gradient synchroniser ``sync = make_sync(model)``, whose hooks start all_reduces
-    during ``loss.backward()`` and whose ``sync.finish()`` waits for them: the gradients are
-    averaged over the ranks, the all_reduces started while backward still had work to do, every
-    handle was waited on, and, given ``buckets`` (the parameters' indices, by bucket), there was
-    one all_reduce per bucket of the bucket's size; else one per parameter."""
+    during ``loss.backward()`` and whose ``sync.finish()`` waits for them. Without ``buckets``:
+    one all_reduce per parameter, each started in its own gradient's hook. With ``buckets``
+    (indices into ``model.parameters()``): one per bucket, of its gradients in one flat buffer,
+    started in the hook that completes it, but never before the buckets listed before it (DDP's
+    rule). No handle waited on before backward returns; every one waited on before finish()
+    returns; the gradients then averaged over the ranks. ``model_kinds`` are `overlap_model`'s
+    keywords."""
     __tracebackhide__ = True
     seed = fresh_seed()
     for world_size in world_sizes:
         for kind in model_kinds:
-            what = f"training step(s) on {counted(world_size, 'rank')}" + (
+            what = f"{counted(steps, 'training step')} on {counted(world_size, 'rank')}" + (
                 f" of a model with {kind}" if kind else ""
             )
             per_rank = run_ranks(
                 _overlap_on_rank, world_size, make_sync, dict(kind), steps, seed, what="the synchroniser"
             )
             params = list(overlap_model(**kind).parameters())
-            expected = (
-                [sum(params[i].numel() for i in bucket) for bucket in buckets(overlap_model(**kind))]
+            groups = (
+                [list(b) for b in buckets]
                 if buckets
-                else [p.numel() for p in params if p.requires_grad]
+                else [[i] for i, p in enumerate(params) if p.requires_grad]
             )
             for step in range(steps):
-                average = _average_grads(kind, world_size, step, seed)
+                local = [_local_grads(kind, rank, step, seed) for rank in range(world_size)]
                 for rank in range(world_size):
                     grads, events, waited = per_rank[rank][step]
                     where = f"{what}, step {step + 1}, rank {rank}"
-                    _check_overlap_step(
-                        where, grads, events, waited, average, expected, bool(buckets), world_size
-                    )
+                    expect_launches(where, events, groups, params, ordered=bool(buckets), hooks_first=True)
+                    expect_waits(where, events, waited)
+                    expect_average(where, grads, local, rank)
 
 
-def _check_overlap_step(
-    what: str,
-    grads: list,
-    events: list,
-    waited: list,
-    average: list,
-    expected: list[int],
-    bucketed: bool,
-    world_size: int,
+def launch_plan(
+    events: list, groups: list[list[int]], params: list[torch.Tensor], ordered: bool, hooks_first: bool
+) -> list[tuple[int, int]]:
+    """When each group's all_reduce should start, as (gradients final before it starts, elements),
+    in the order of starting: in the hook of the gradient that completes it (and, ``ordered``,
+    every group before it). ``hooks_first``: the synchroniser's hooks run before the check's."""
+    ready = [e[1] for e in events if e[0] == "ready"]
+    position = {i: n for n, i in enumerate(ready)}
+    done, plan = -1, []
+    for group in groups:
+        completes = max(position.get(i, len(ready)) for i in group)
+        done = max(done, completes) if ordered else completes
+        plan.append((done if hooks_first else done + 1, sum(params[i].numel() for i in group)))
+    return sorted(plan, key=lambda step: step[0]) if not ordered else plan
+
+
+def started(events: list) -> list[tuple[int, int]]:
+    """Each all_reduce of more than one element, as (gradients final before it started, elements);
+    after the end of backward, the first number is None."""
+    out, ready, ended = [], 0, False
+    for event in events:
+        if event[0] == "ready":
+            ready += 1
+        elif event[0] == "end":
+            ended = True
+        elif event[0] == "issue" and event[2] > 1:  # a logged loss is no gradient
+            out.append((None if ended else ready, event[2]))
+    return out
+
+
+def expect_launches(
+    what: str, events: list, groups: list[list[int]], params: list, ordered: bool, hooks_first: bool
 ) -> None:
+    """Fail, naming the mistake, unless the all_reduces started as `launch_plan` says."""
     __tracebackhide__ = True
-    mark = next(i for i, e in enumerate(events) if e[0] == "mark")
-    reduces = [
-        (i, sum(n for n in e[3] if n)) for i, e in enumerate(events) if e[0] == "op" and e[2] == "allreduce_"
-    ]
-    late = [n for i, n in reduces if i > mark]
+    plan, actual = launch_plan(events, groups, params, ordered, hooks_first), started(events)
+    if actual == plan:
+        return
+    unit = "bucket (its gradients in one flat buffer)" if ordered else "parameter"
+    late = [n for when, n in actual if when is None]
     if late:
         fail(
-            f"{what}: {len(late)} of the {len(reduces)} all_reduces were issued after backward returned. "
-            "Start each as soon as its gradients are ready, from a hook, so that it overlaps with the "
-            "rest of backward."
+            f"{what}: {len(late)} of the {len(actual)} all_reduces started after backward had computed "
+            "every gradient. Start each from a hook, as soon as its gradients are final, so that it "
+            "overlaps with the rest of backward."
         )
-    # Issued before backward returned is not enough: issued all at once from the last hook, they
-    # overlap with nothing. With more than one, the first must start before backward's last
-    # matrix multiply (the first layer's weight gradient).
-    matmuls = [i for i, e in enumerate(events[:mark]) if e[0] == "op" and e[2] in MATMUL_OPS]
-    if len(expected) > 1 and reduces and matmuls and reduces[0][0] > matmuls[-1]:
+    if sorted(n for _, n in actual) != sorted(n for _, n in plan):
         fail(
-            f"{what}: the first all_reduce started only after backward's last matrix multiply, so none "
-            "of them overlapped with backward's work. Start each as soon as its own gradients are final."
+            f"{what}: the all_reduces moved {[n for _, n in actual]} elements; expected one per {unit}: "
+            f"{[n for _, n in plan]}."
         )
-    sizes = sorted(n for _, n in reduces)
-    if sizes != sorted(expected):
-        unit = "bucket (its gradients in one flat buffer)" if bucketed else "parameter"
-        fail(f"{what}: the all_reduces moved {sizes} elements; expected one per {unit}: {sorted(expected)}.")
+    if ordered and [n for _, n in actual] != [n for _, n in plan]:
+        fail(
+            f"{what}: the buckets' all_reduces started in the order of their sizes {[n for _, n in actual]}; "
+            f"the buckets are listed as {[n for _, n in plan]}. Bucket i may start only once buckets "
+            "0 to i-1 have: every rank must issue its collectives in the same order (NCCL hangs "
+            "otherwise), and gradients can become final in another order than the buckets list them."
+        )
+    index = next(k for k, (a, p) in enumerate(zip(actual, plan, strict=True)) if a != p)
+    (when, numel), (due, _) = actual[index], plan[index]
+    if when > due:
+        fail(
+            f"{what}: an all_reduce of {numel} elements started {counted(when - due, 'gradient')} after "
+            "it could have. Start it in the hook of the gradient that completes it"
+            + (
+                " (or, if it waits for an earlier bucket, in the hook that completes that one)."
+                if ordered
+                else "."
+            )
+        )
+    fail(
+        f"{what}: an all_reduce of {numel} elements started before "
+        + (
+            "the buckets listed before it had started: bucket i starts only after buckets 0 to i-1."
+            if ordered
+            else "its gradient was final."
+        )
+        + " Do not count on the order in which gradients arrive: it is the reverse of the order in "
+        "which the layers ran, which need not be the order in which the model lists them."
+    )
+
+
+def expect_waits(what: str, events: list, waited: list[bool]) -> None:
+    """Fail unless every handle was waited on, and none before backward ended."""
+    __tracebackhide__ = True
+    end = next((k for k, e in enumerate(events) if e[0] == "end"), len(events))
+    early = [e[1] for e in events[:end] if e[0] == "wait"]
+    if early:
+        fail(
+            f"{what}: {counted(len(early), 'all_reduce')} {'was' if len(early) == 1 else 'were'} waited on "
+            "before backward returned (a "
+            "blocking all_reduce, or a wait inside a hook): backward stood still until the "
+            "communication was over, so nothing overlapped. Keep the handles, and wait on them after "
+            "backward."
+        )
     if not all(waited):
         fail(
             f"{what}: finish() returned without waiting on {waited.count(False)} of the {len(waited)} "
-            "all_reduce handles. Wait on every one before the optimizer uses the gradients: until then they "
-            "may still change."
+            "all_reduce handles. Wait on every one before the optimizer uses the gradients: until then "
+            "they may still change."
         )
-    for i, (g, a) in enumerate(zip(grads, average, strict=True)):
-        if (g is None) != (a is None):
-            fail(f"{what}: parameter {i}'s gradient is {g!r:.60}; expected {'none' if a is None else 'one'}.")
-        if g is not None and not allclose(g, a, rtol=1e-4, atol=1e-6):
-            summed = allclose(g, a * world_size, rtol=1e-4, atol=1e-6)
-            hint = " It is the sum over the ranks: divide by the world size." if summed else ""
-            fail(f"{what}: parameter {i}'s gradient is not the average over the ranks after finish().{hint}")
 
 
-# -- exercise: gradient accumulation ---------------------------------------------------------------
-
-MICRO_ROWS = 3
-
-
-def _micro_batch(seed: int, rank: int, i: int) -> tuple[torch.Tensor, torch.Tensor]:
-    return make_batch(MICRO_ROWS, seed=seed + 1 + 100 * rank + i)
-
-
-def _accumulate_on_rank(rank: int, world_size: int, step: Callable, k: int, lr: float, seed: int) -> tuple:
-    model = make_mlp(seed=seed)
-    micro = [_micro_batch(seed, rank, i) for i in range(k)]
-    # A Timeline, not a CommLog: torch 2.13's CommDebugMode breaks a module's forward hooks.
-    timeline = Timeline()
-    model.register_forward_pre_hook(
-        lambda module, inputs: timeline.events.append(("forward", inputs[0].shape[0]))
-    )
-    with timeline:
-        step(model, micro, lr)
-    forwards = [e[1] for e in timeline.events if e[0] == "forward"]
-    last_forward = max((i for i, e in enumerate(timeline.events) if e[0] == "forward"), default=-1)
-    reduces = [
-        (i, sum(n for n in e[3] if n))
-        for i, e in enumerate(timeline.events)
-        if e[0] == "op" and e[2] == "allreduce_"
-    ]
-    early = sum(1 for i, _ in reduces if i < last_forward)
-    reduced = sum(n for _, n in reduces)
-    return [p.detach().clone() for p in model.parameters()], forwards, early, reduced
-
-
-def check_accumulation(
-    step: Callable, world_sizes: Sequence[int] = (2,), k: int = 3, lr: float = 0.1
-) -> None:
-    """Check ``step(model, micro_batches, lr)``: one SGD step over this rank's ``k`` micro-batches
-    and every other rank's, as one process would take it on all of them, each micro-batch
-    forwarded on its own, and the gradients communicated once, after the last micro-batch."""
+def expect_average(what: str, grads: list, local: list[list], rank: int, after: str = "finish()") -> None:
+    """Fail unless each gradient is the average over the ranks of ``local`` (each rank's own),
+    as it is after ``after`` (what the message names), to the tolerance of its dtype."""
     __tracebackhide__ = True
-    total = sum(p.numel() for p in make_mlp().parameters())
-    seed = fresh_seed()
-    for world_size in world_sizes:
-        what = f"step on {counted(world_size, 'rank')} with {k} micro-batches each"
-        per_rank = run_ranks(_accumulate_on_rank, world_size, step, k, lr, seed, what="the accumulating step")
-        batches = [_micro_batch(seed, r, i) for r in range(world_size) for i in range(k)]
-        data, targets = torch.cat([b[0] for b in batches]), torch.cat([b[1] for b in batches])
-        reference = train_alone(make_mlp(seed=seed), data, targets, 1, lr)
-        for rank, (params, forwards, early, reduced) in enumerate(per_rank):
-            if forwards != [MICRO_ROWS] * k:
-                fail(
-                    f"{what}: rank {rank}'s model ran forward on batches of {forwards} rows; expected {k} "
-                    f"forwards of {MICRO_ROWS} rows, one per micro-batch. (A batch too large for memory is "
-                    "the reason for micro-batches: they are not concatenated.)"
-                )
-            if early:
-                fail(
-                    f"{what}: rank {rank} issued {counted(early, 'all_reduce')} before the forward of "
-                    "its last micro-batch. Communicate the gradients once, after the last micro-batch: "
-                    "the others only accumulate."
-                )
-            # The gradients once; a logged loss or two may be all_reduced too.
-            if not total <= reduced < 2 * total:
-                fail(
-                    f"{what}: rank {rank}'s all_reduces moved {reduced} elements in all; the model has "
-                    f"{total} parameters. Communicate the gradients once, after the last micro-batch."
-                )
-            _params_like(f"{what}: rank {rank}", params, reference)
-            not_scaled = train_alone(make_mlp(seed=seed), data, targets, 1, lr * k)
-            _compare(
-                f"{what}: rank {rank}",
-                params,
-                reference,
-                {"add up the micro-batches' gradients without dividing by their number": not_scaled},
+    world_size = len(local)
+    for i, g in enumerate(grads):
+        mine = local[rank][i]
+        if (g is None) != (mine is None):
+            fail(
+                f"{what}: parameter {i}'s gradient is {g!r:.60}; expected "
+                f"{'none' if mine is None else 'one'}."
             )
+        if g is None:
+            continue
+        if type(g) is not torch.Tensor:
+            fail(f"{what}: parameter {i}'s gradient is a {type(g).__name__}; expected a tensor.")
+        average = sum(grad[i].double() for grad in local) / world_size
+        if close(g, average.to(mine.dtype)):
+            continue
+        if g.dtype != mine.dtype:
+            fail(f"{what}: parameter {i}'s gradient is {g.dtype}; the parameter is {mine.dtype}.")
+        hint = ""
+        if world_size > 1 and close(g, (average * world_size).to(g.dtype)):
+            hint = " It is the sum over the ranks: divide by the world size" + (
+                ", after waiting: a result changed before its handle is waited on may still be overwritten."
+                if after == "finish()"
+                else "."
+            )
+        elif world_size > 1 and any(close(g, (mine.double() / d).to(g.dtype)) for d in (1, world_size)):
+            hint = (
+                " It holds this rank's own gradient: the all_reduce's result was read (or copied back) "
+                "before its handle was waited on, or never."
+            )
+        elif g.dtype is torch.float64 and allclose(g, average, rtol=1e-5, atol=1e-7):
+            hint = " It is right to float32's precision: was it reduced in float32?"
+        tolerance = "1e-10 (float64)" if g.dtype is torch.float64 else "1e-4"
+        largest = (g.double() - average).abs().max().item()
+        fail(
+            f"{what}: parameter {i}'s gradient after {after} is not the average over the ranks "
+            f"(to a relative {tolerance}; largest difference {largest:.3g}).{hint}"
+        )

@@ -1,107 +1,131 @@
-"""Notebook 04's checks of data-parallel training: by hand and with torch's
-DistributedDataParallel, the loss of an uneven shard, and one all_reduce for all the gradients."""
+"""Notebook 04's checks of data-parallel training by hand: each rank loading its own share of the
+data and starting from rank 0's parameters, and the loss of an uneven shard."""
 
 from __future__ import annotations
 
-import contextlib
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import torch
 import torch.distributed as dist
 from torch import nn
 
-from ..checks import allclose, counted, fail, fresh_seed, run_ranks, tensors_equal
-from ..comm import CommLog
+from ..checks import counted, fail, fresh_seed, run_ranks
 from .model import _close, _compare, _params_like, _type, make_batch, make_mlp, mse, train_alone
 
-# -- exercise: data parallelism by hand, and with torch's DistributedDataParallel ----------------
+# -- exercise: data parallelism by hand -------------------------------------------------------------
+
+
+class RowsRead(torch.utils.data.Dataset):
+    """The batch as a dataset: item ``i`` is row ``i``'s (inputs, targets). Notes in ``log`` the
+    rows read (``("read", i)``), so that a check can tell whether a rank loaded only its own."""
+
+    def __init__(self, data: torch.Tensor, targets: torch.Tensor, log: list) -> None:
+        self._rows, self._log = (data, targets), log
+
+    def __len__(self) -> int:
+        return len(self._rows[0])
+
+    def __getitem__(self, index: Any) -> tuple[torch.Tensor, torch.Tensor]:
+        rows = torch.arange(len(self))[index]  # an int, a slice, or a list or tensor of them
+        self._log += [("read", i) for i in rows.reshape(-1).tolist()]
+        return self._rows[0][rows], self._rows[1][rows]
 
 
 def _train_on_rank(
     rank: int, world_size: int, train: Callable, batch: int, steps: int, lr: float, seed: int
 ) -> tuple:
-    rows: list[int] = []
+    log: list[tuple[str, int]] = []  # ("read", row) and ("forward", rows), in order
     made: list[int] = []
-    constructed = _count_ddp_models()
 
     def make_model() -> nn.Module:
         made.append(1)
         model = make_mlp(seed=seed + 1 + rank)  # each rank's own, as on separate GPUs
-        model.register_forward_pre_hook(lambda module, inputs: rows.append(inputs[0].shape[0]))
+        model.register_forward_pre_hook(lambda module, inputs: log.append(("forward", inputs[0].shape[0])))
         return model
 
-    data, targets = make_batch(batch, seed=seed)
-    with constructed as ddp_models:
-        params = train(rank, world_size, make_model, data, targets, steps, lr)
-    return params, rows, len(made), len(ddp_models)
+    dataset = RowsRead(*make_batch(batch, seed=seed), log)
+    params = train(rank, world_size, make_model, dataset, steps, lr)
+    return params, log, len(made)
 
 
-@contextlib.contextmanager
-def _count_ddp_models() -> Iterator[list[int]]:
-    """Counts the DistributedDataParallel models constructed inside it."""
-    cls = torch.nn.parallel.DistributedDataParallel
-    real = cls.__init__
-    made: list[int] = []
-
-    def init(self: Any, *args: Any, **kwargs: Any) -> None:
-        made.append(1)
-        real(self, *args, **kwargs)
-
-    cls.__init__ = init
-    try:
-        yield made
-    finally:
-        cls.__init__ = real
+def _reads_by_step(log: list[tuple[str, int]]) -> tuple[list[int], list[set[int]]]:
+    """The rows each forward was fed, and the rows read before it (since the forward before)."""
+    fed, reads, current = [], [], set()
+    for kind, value in log:
+        if kind == "read":
+            current.add(value)
+        else:
+            fed.append(value)
+            reads.append(current)
+            current = set()
+    return fed, reads
 
 
 def check_data_parallel(
-    train: Callable,
-    world_sizes: Sequence[int] = (2,),
-    batch: int = 8,
-    steps: int = 3,
-    lr: float = 0.1,
-    with_torch_ddp: bool = False,
+    train: Callable, world_sizes: Sequence[int] = (2,), batch: int = 8, steps: int = 3, lr: float = 0.1
 ) -> None:
-    """Check ``train(rank, world_size, make_model, data, targets, steps, lr)``: every rank ends with
-    the parameters one process reaches training the whole batch with SGD, from rank 0's initial
-    parameters, each rank having fed its model its own shard of the batch."""
+    """Check ``train(rank, world_size, make_model, dataset, steps, lr)``: every rank ends with the
+    parameters one process reaches training the whole batch with SGD, from rank 0's initial
+    parameters; at each step each rank computed on its own share of the rows, having read no
+    other (a rank may read its share once and keep it, or read a new share at each step), and
+    the shares, of equal size, cover the batch."""
     __tracebackhide__ = True
     name = getattr(train, "__name__", "train")
     seed = fresh_seed()
     data, targets = make_batch(batch, seed=seed)
     reference = train_alone(make_mlp(seed=seed + 1), data, targets, steps, lr)
     for world_size in world_sizes:
-        what = f"{name} on {counted(world_size, 'rank')}, a batch of {batch}, {steps} steps"
+        what = f"{name} on {counted(world_size, 'rank')}, a dataset of {batch} rows, {steps} steps"
         per_rank = run_ranks(_train_on_rank, world_size, train, batch, steps, lr, seed, what=name)
-        shards = [len(s) for s in torch.arange(batch).tensor_split(world_size)]
-        for rank, (params, rows, made, ddp_models) in enumerate(per_rank):
+        share = batch // world_size
+        by_step = [_reads_by_step(log) for _, log, _ in per_rank]
+        for rank, (params, _, made) in enumerate(per_rank):
             if made != 1:
                 fail(
                     f"{what}: rank {rank} called make_model() {made} times; call it once, for this rank's "
                     "model."
                 )
-            if with_torch_ddp and ddp_models != 1:
+            fed, reads = by_step[rank]
+            if not fed or any(n != share for n in fed):
                 fail(
-                    f"{what}: rank {rank} made {ddp_models} DistributedDataParallel models; wrap its model "
-                    "in one."
+                    f"{what}: rank {rank}'s model was fed batches of {sorted(set(fed))} rows; its share of "
+                    f"the batch has {share}. Each rank computes on all its own rows at once, and on no "
+                    "other rank's."
                 )
-            if not rows or any(r != shards[rank] for r in rows):
-                fail(
-                    f"{what}: rank {rank}'s model was fed batches of {sorted(set(rows))} rows; its shard of "
-                    f"the batch has {shards[rank]}. Each rank computes on its own slice of the batch only."
-                )
+            for step, read in enumerate(reads):
+                if len(read) > share or (step == 0 and len(read) != share):
+                    whole = " the whole batch, as if it trained alone:" if len(read) == batch else ""
+                    fail(
+                        f"{what}: before its forward at step {step + 1}, rank {rank} read {len(read)} of the "
+                        f"dataset's rows ({_rows(sorted(read))});{whole} its share is {share}. Each rank "
+                        "loads only its own rows (a DistributedSampler, or indices of its own)."
+                    )
             _params_like(f"{what}: rank {rank}", params, reference)
+        for step in range(min(len(reads) for _, reads in by_step)):
+            seen: set[int] = set()
+            for rank, (_, reads) in enumerate(by_step):
+                if reads[step] & seen:
+                    fail(
+                        f"{what}: at step {step + 1}, rank {rank} read {_rows(sorted(reads[step] & seen))}, "
+                        "which a rank before it read too. The ranks' shares must not overlap: together "
+                        "they are the batch, each row once."
+                    )
+                seen |= reads[step]
         for rank, (params, *_) in enumerate(per_rank[1:], start=1):
             if not all(_close(p, q) for p, q in zip(params, per_rank[0][0], strict=True)):
                 fail(
                     f"{what}: rank {rank}'s parameters differ from rank 0's. Every rank must start from "
-                    "rank 0's "
-                    "parameters (each made its own, from its own seed) and apply the same averaged gradients."
+                    "rank 0's parameters (each made its own, from its own seed) and apply the same averaged "
+                    "gradients."
                 )
         summed = train_alone(make_mlp(seed=seed + 1), data, targets, steps, lr * world_size)
         mistakes = {"sum the gradients over the ranks without dividing by the world size": summed}
         _compare(f"{what}: rank 0", per_rank[0][0], reference, mistakes if world_size > 1 else {})
+
+
+def _rows(rows: list[int]) -> str:
+    return f"rows {rows}" if len(rows) <= 12 else f"rows {rows[:12]}..."
 
 
 # -- exercise: the loss of an uneven shard ---------------------------------------------------------
@@ -173,66 +197,3 @@ def check_shard_loss(
             ),
         }
         _compare(what, per_rank[0], reference, mistakes)
-
-
-# -- exercise: one all_reduce for all the gradients ------------------------------------------------
-
-
-def _rank_tensors(
-    rank: int, shapes: Sequence[tuple[int, ...]], dtype: torch.dtype, seed: int
-) -> list[torch.Tensor]:
-    generator = torch.Generator().manual_seed(seed + rank)
-    return [torch.randn(shape, generator=generator).to(dtype) for shape in shapes]
-
-
-def _flat_on_rank(
-    rank: int, world_size: int, fn: Callable, shapes: list, dtype: torch.dtype, seed: int
-) -> tuple:
-    grads = _rank_tensors(rank, shapes, dtype, seed)
-    originals = list(grads)  # in place means these tensors, whatever fn does to the list
-    with CommLog() as log:
-        fn(grads)
-    return originals, log.summary()
-
-
-def check_flat_all_reduce(
-    fn: Callable,
-    world_sizes: Sequence[int] = (2,),
-    shapes: Sequence[tuple[int, ...]] = ((3, 4), (4,), ()),
-    dtype: torch.dtype = torch.float32,
-) -> None:
-    """Check ``fn(grads)``: averages the tensors over the ranks, in place, with one all_reduce."""
-    __tracebackhide__ = True
-    total = sum(torch.Size(s).numel() for s in shapes)
-    seed = fresh_seed()
-    for world_size in world_sizes:
-        name = getattr(fn, "__name__", "fn")
-        what = f"{name} on {counted(world_size, 'rank')}, tensors of shapes {list(shapes)}, {dtype}"
-        per_rank = run_ranks(
-            _flat_on_rank, world_size, fn, list(shapes), dtype, seed, what="the flat all_reduce"
-        )
-        inputs = [_rank_tensors(r, shapes, dtype, seed) for r in range(world_size)]
-        average = [sum(t[i].double() for t in inputs) / world_size for i in range(len(shapes))]
-        for rank, (grads, summary) in enumerate(per_rank):
-            calls = [numels for name, numels in summary["calls"] if name == "all_reduce"]
-            if len(calls) != 1 or sum(calls[0]) != total:
-                fail(
-                    f"{what}: rank {rank} issued {len(calls)} all_reduce(s) of {[sum(c) for c in calls]} "
-                    "elements; "
-                    f"expected one, of all {total} elements at once (a flat buffer)."
-                )
-            others = {k: v for k, v in summary["collectives"].items() if k != "all_reduce"}
-            if others:
-                fail(f"{what}: rank {rank} also issued {others}; one all_reduce does it.")
-            for i, (g, a) in enumerate(zip(grads, average, strict=True)):
-                if _type(g) is not torch.Tensor or g.shape != a.shape or g.dtype != dtype:
-                    fail(f"{what}: tensor {i} on rank {rank} is now {g!r:.80}; average it in place.")
-                if not allclose(g.double(), a, rtol=1e-3, atol=1e-3):
-                    hint = ""
-                    if tensors_equal(g, inputs[rank][i]):
-                        hint = (
-                            " It still holds this rank's own values: copy the averaged buffer back into it."
-                        )
-                    elif allclose(g.double(), a * world_size, rtol=1e-3, atol=1e-3):
-                        hint = " It holds the sum over the ranks: divide by the world size."
-                    fail(f"{what}: tensor {i} on rank {rank} is not the average over the ranks.{hint}")

@@ -9,6 +9,8 @@ import time
 import torch
 import torch.distributed as dist
 
+from launcher import get_device
+
 
 def benchmark(run, *, warmup=2, iterations=10, clock=time.perf_counter, synchronize=no_sync):  # noqa: F821
     for _ in range(warmup):
@@ -19,6 +21,6 @@ def benchmark(run, *, warmup=2, iterations=10, clock=time.perf_counter, synchron
     for _ in range(iterations):
         run()
     synchronize()
-    elapsed = torch.tensor([(clock() - start) / iterations], dtype=torch.float64)
+    elapsed = torch.tensor([(clock() - start) / iterations], dtype=torch.float64, device=get_device())
     dist.broadcast(elapsed, src=0)
     return elapsed.item()

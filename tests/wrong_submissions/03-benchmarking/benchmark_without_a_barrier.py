@@ -9,6 +9,8 @@ import time
 import torch
 import torch.distributed as dist
 
+from launcher import get_device
+
 
 def benchmark(run, *, warmup=2, iterations=10, clock=time.perf_counter, synchronize=no_sync):  # noqa: F821
     for _ in range(warmup):
@@ -19,6 +21,6 @@ def benchmark(run, *, warmup=2, iterations=10, clock=time.perf_counter, synchron
         run()
     synchronize()
     elapsed = clock() - start
-    slowest = torch.tensor([elapsed / iterations], dtype=torch.float64)
+    slowest = torch.tensor([elapsed / iterations], dtype=torch.float64, device=get_device())
     dist.all_reduce(slowest, op=dist.ReduceOp.MAX)
     return slowest.item()

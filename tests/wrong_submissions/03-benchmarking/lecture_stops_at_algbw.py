@@ -1,15 +1,12 @@
-"""Undoes the lecture's formula but stops at algbw, leaving out the busbw factor.
+"""Undoes the busbw factor, though the lecture's formulas multiply by it too.
 
 replaces: lecture
-fails: test_lecture
+fails: test_lecture test_lecture_more
 """
 
 
-def lecture_busbw(reported: float, formula: str, name: str, world_size: int, counted: str = "input") -> float:
+def lecture_printed(name: str, busbw: float, world_size: int) -> float:
     n = world_size
-    multiplier = 2 if name == "all_reduce" else 1
-    if formula == "A":
-        counted_per_second = reported * 2**30 / (multiplier * n)
-    else:
-        counted_per_second = reported * 1e9 * n / multiplier
-    return counted_per_second * (n if counted == "output" and name == "reduce_scatter" else 1) / 1e9
+    factor = 2 * (n - 1) / n if name == "all_reduce" else (n - 1) / n
+    gib = busbw / factor * 1e9 / 2**30
+    return gib / n if name == "reduce_scatter" else gib

@@ -1,4 +1,4 @@
-"""Copies back the sum over the ranks, not the average.
+"""All-reduces the buffer and leaves the sum over the ranks in it, not the average.
 
 replaces: flat
 fails: test_flat test_flat_more
@@ -8,10 +8,17 @@ import torch
 import torch.distributed as dist
 
 
-def all_reduce_flat(tensors):
-    flat = torch.cat([t.reshape(-1) for t in tensors])
-    dist.all_reduce(flat)
-    offset = 0
-    for t in tensors:
-        t.copy_(flat[offset : offset + t.numel()].view_as(t))
-        offset += t.numel()
+class FlatGradients:
+    def __init__(self, model):
+        params = list(model.parameters())
+        self.buffer = torch.zeros(sum(p.numel() for p in params), dtype=params[0].dtype)
+        offset = 0
+        for p in params:
+            p.grad = self.buffer[offset : offset + p.numel()].view_as(p)
+            offset += p.numel()
+
+    def zero_grad(self):
+        self.buffer.zero_()
+
+    def all_reduce(self):
+        dist.all_reduce(self.buffer)

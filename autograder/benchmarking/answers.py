@@ -1,0 +1,69 @@
+"""Checks of answers that are not code: a choice among lettered statements, and the numbers of
+worked problems (a sanity range for the visible test, the exact answer for the hidden one)."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Collection
+from typing import Any
+
+from ..checks import expect_answer, fail, plain_number
+
+
+def chosen_letters(answer: Any, options: str, what: str) -> frozenset[str]:
+    """The letters an answer chose, from a set, list or tuple of letters, or a string of them."""
+    __tracebackhide__ = True
+    items = list(answer) if type(answer) in (set, frozenset, list, tuple, str) else None
+    if items is None or not all(type(item) is str for item in items):
+        fail(
+            f"{what}: expected a set of letters such as {{'{options[0]}', '{options[-1]}'}}, "
+            f"got {answer!r:.120}."
+        )
+    given = [item.strip() for item in items if item.strip() not in ("", ",")]
+    unknown = [item for item in given if len(item) != 1 or item.upper() not in options]
+    if unknown:
+        fail(f"{what}: {unknown[0]!r} is not one of the statements' letters, {', '.join(options)}.")
+    return frozenset(item.upper() for item in given)
+
+
+def check_choices(answer: Any, right: Collection[str], options: str, what: str, kind: str, hint: str) -> None:
+    """The letters chosen must be exactly ``right``, the statements that are a ``kind`` ("flaw").
+    The message says whether a wrong statement was chosen or a right one left out, not which."""
+    __tracebackhide__ = True
+    letters = chosen_letters(answer, options, what)
+    wrong, missing = letters - set(right), set(right) - letters
+    if wrong or missing:
+        parts = []
+        if wrong:
+            chose = "a statement that is" if len(wrong) == 1 else "statements that are"
+            parts.append(f"you chose {chose} not a {kind}")
+        if missing:
+            parts.append(f"you left out {'a' if len(missing) == 1 else 'more than one'} {kind}")
+        fail(f"{what}: {' and '.join(parts)}. {hint}")
+
+
+def _number(value: Any, what: str) -> float:
+    __tracebackhide__ = True
+    number = plain_number(value)
+    if number is None or type(number) is bool or not math.isfinite(number):
+        fail(f"{what}: expected a number, got {value!r:.120}.")
+    return float(number)
+
+
+def expect_between(value: Any, low: float, high: float, what: str, why: str) -> None:
+    """A sanity range: not the answer, only where any reasonable answer must fall, and why."""
+    __tracebackhide__ = True
+    number = _number(value, what)
+    if not low <= number <= high:
+        fail(
+            f"{what} = {number:.4g} is outside the range any right answer falls in "
+            f"({low:.3g} to {high:.3g}): {why}"
+        )
+
+
+def expect_worked(actual: Any, expected: float, what: str, hint: str, mistakes: dict | None = None) -> None:
+    """A worked problem's answer, within 1%, as a Python, NumPy or one-element tensor number. A wrong
+    answer is told which mistake it looks like, if a known one, and where to look, not the answer's
+    derivation, which a resubmission would otherwise read off."""
+    __tracebackhide__ = True
+    expect_answer(_number(actual, what), expected, what, hint, mistakes)

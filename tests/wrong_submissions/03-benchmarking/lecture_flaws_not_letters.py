@@ -1,0 +1,7 @@
+"""Describes the flaws in words where the statement asks for letters.
+
+replaces: lecture
+fails: test_lecture_flaws
+"""
+
+lecture_flaws = {"one timed call", "barrier inside the window"}

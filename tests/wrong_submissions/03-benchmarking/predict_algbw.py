@@ -1,0 +1,9 @@
+"""Predicts algbw where the statement asks for busbw.
+
+replaces: alpha_beta
+fails: test_alpha_beta test_alpha_beta_more
+"""
+
+
+def predict_busbw(name: str, size_bytes: int, world_size: int, alpha: float, beta: float) -> float:
+    return size_bytes / (alpha + size_bytes / beta) / 1e9
