@@ -4,7 +4,8 @@
   `expect_equal`, `expect_tensor`), and ranks' results with each other and with a
   single-process reference (`expect_same_on_every_rank`, `expect_matches_reference`); run a
   function on ranks for a test (`run_ranks`); a `FakeClock` for checking timing code, on the CPU
-  or on a stand-in GPU; `expect_answer` and `expect_whole_number` for worked problems.
+  or on a stand-in GPU; `expect_answer` and `expect_whole_number` for worked problems, and
+  `expect_worked_answer` for their hidden tests (it never shows the answer).
 - `comm`: `CommLog`, which records the collectives and messages a rank issues.
 - one module or package of checks per notebook: `collectives` (02), `benchmarking` (03),
   `data_parallel` (04), `tensor_parallel` (05), `pipeline_parallel`, `pipeline_stage` and
@@ -28,6 +29,7 @@ from .checks import (
     expect_same_on_every_rank,
     expect_tensor,
     expect_whole_number,
+    expect_worked_answer,
     fail,
     run_ranks,
 )
@@ -46,6 +48,7 @@ __all__ = [
     "expect_same_on_every_rank",
     "expect_tensor",
     "expect_whole_number",
+    "expect_worked_answer",
     "fail",
     "run_ranks",
 ]

@@ -43,6 +43,8 @@ class RankFailure:
     message: str = ""
     """The exception's message, as the rank wrote it. (Reports use these two rather than the
     rebuilt exception, whose ``str`` may only work inside the rank.)"""
+    last_errors: str = ""
+    """For a rank that died: the last of what it wrote to stderr (a library's last words)."""
 
     def describe(self) -> str:
         if self.type_name:
@@ -110,7 +112,7 @@ def failure_report(failures: list[RankFailure], world_size: int, stopped: list[i
     lines = [f"rank {f.rank} of {world_size} {f.describe()}" for f in failures]
     if stopped:
         lines.append(f"{_ranks_phrase(stopped)} stopped.")
-    mismatch = _collective_mismatch(failures)
+    mismatch = _collective_mismatch(failures) or _gloo_size_mismatch(failures)
     if mismatch:
         lines += ["", mismatch]
     hint = _hint_for(failures)
@@ -174,6 +176,52 @@ def _collective_mismatch(failures: list[RankFailure]) -> str:
     lines += [f"  rank {rank} called {call}" for rank, call in sorted(calls.items())]
     lines.append("Every rank must call the same collectives, in the same order, with the same shapes.")
     return "\n".join(lines)
+
+
+# Gloo's check as a message arrives: more bytes came than the receiving tensor holds. It cannot
+# raise from its own thread, so the process aborts (SIGABRT), and only its stderr says why.
+_GLOO_TOO_LONG = re.compile(r"op\.preamble\.length <= op\.nbytes\. (\d+) vs (\d+)")
+_FAULT_FRAME = re.compile(r'File "([^"]+)", line (\d+) in (\S+)')
+
+
+def _gloo_size_mismatch(failures: list[RankFailure]) -> str:
+    """Name the ranks Gloo aborted because a message did not fit its receive, and where they were."""
+    lines = []
+    for f in failures:
+        found = _GLOO_TOO_LONG.search(f.last_errors)
+        if found is None:
+            continue
+        sent, room = found.groups()
+        where = _main_thread_frame(f.last_errors[found.end() :])
+        lines.append(
+            f"  rank {f.rank} received a message of {sent} bytes into a tensor of {room} bytes"
+            + (f", at {where}" if where else "")
+        )
+    if not lines:
+        return ""
+    return "\n".join(
+        [
+            "Gloo aborted on a size or dtype mismatch between a send and its receive (or between the "
+            "ranks' tensors in a collective):",
+            *lines,
+            "A recv's tensor must have the number of elements and the dtype of the tensor sent to it. (A "
+            "tensor larger than the message is not caught, and is left partly unwritten: check both ends.)",
+        ]
+    )
+
+
+def _main_thread_frame(dump: str) -> str:
+    """The innermost frame outside torch, the launcher and threading in the stack that Python's
+    faulthandler printed last (the thread that was running, or the main one)."""
+    for frame in _FAULT_FRAME.finditer(dump.split("most recent call first")[-1]):
+        filename, lineno, name = frame.groups()
+        if (
+            not is_torch_internal(filename)
+            and "/launcher/" not in filename
+            and "/threading.py" not in filename
+        ):
+            return f"{_cell_location_text(filename, int(lineno))}, in {name}"
+    return ""
 
 
 def _hint_for(failures: list[RankFailure]) -> str:

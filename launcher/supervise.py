@@ -55,6 +55,7 @@ SEND_WAIT_S = 60.0  # once every rank returned, how long sending the results bac
 RELEASE_WAIT_S = 10.0  # once every rank sent its result, how long they get to exit
 STOP_WAIT_S = 2.0  # how long stopped ranks get to exit (five times that under NCCL)
 OUTPUT_DRAIN_S = 0.5  # after every rank exited, how long to wait for output still in flight
+ERROR_TAIL_BYTES = 16_384  # the end of each rank's stderr, kept to say why a rank that died did
 
 _launch_lock = threading.Lock()
 _launch_ids = itertools.count(1)
@@ -121,6 +122,7 @@ class Supervisor:
         self.stop_at: float | None = None  # when to stop the ranks still running
         self.stop_sent = False
         self.printer = OutputPrinter()
+        self.error_tails = [b""] * self.size  # the last of what each rank wrote to stderr
         self.frames = [Frames() for _ in range(self.size)]
         self.looks_asked = [0] * self.size  # stack requests sent to each rank
         self.server: Any = None
@@ -232,6 +234,8 @@ class Supervisor:
                                 self._on_message(rank, *message)
                         else:
                             self.printer.feed(rank, kind, data)
+                            if kind == "err":
+                                self.error_tails[rank] = (self.error_tails[rank] + data)[-ERROR_TAIL_BYTES:]
                         continue
                     if data is None:  # nothing to read after all
                         continue
@@ -412,6 +416,9 @@ class Supervisor:
     def _outcome(self) -> list[Any] | BaseException:
         if self.failures:
             failures = [self.failures[rank] for rank in sorted(self.failures)]
+            for f in failures:  # a rank that died says why only in what it printed last
+                if not f.type_name:
+                    f.last_errors = self.error_tails[f.rank].decode("utf-8", "replace")
             lost_peer = secondary_failures(failures)
             primary = [f for f in failures if f not in lost_peer] or failures
             stopped = sorted((set(self.stopped) | {f.rank for f in lost_peer}) - {f.rank for f in primary})

@@ -2,7 +2,9 @@
 
 - `expect`: compare a student's answer with the right one (`expect_close`, `expect_equal`,
   `expect_tensor`, `expect_floats`; `expect_answer` and `expect_whole_number` for worked
-  problems), raising `CheckFailed` with a message that names the mistake where it can.
+  problems, and `expect_worked_answer`, which tells a wrong answer where to look but never the
+  answer, for hidden tests), raising `CheckFailed` with a message that names the mistake where
+  it can.
 - `ranks`: run a function on ranks for a test (`run_ranks`), with inputs no other rank can know
   (`private_generator`), and compare what the ranks returned.
 - `timing`: check code that times things (`FakeClock`, on the CPU or a stand-in GPU;
@@ -20,6 +22,7 @@ from .expect import (
     expect_floats,
     expect_tensor,
     expect_whole_number,
+    expect_worked_answer,
     fail,
     plain_number,
     same_value,
@@ -54,6 +57,7 @@ __all__ = [
     "expect_same_on_every_rank",
     "expect_tensor",
     "expect_whole_number",
+    "expect_worked_answer",
     "fail",
     "fresh_seed",
     "plain_number",

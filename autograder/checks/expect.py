@@ -253,3 +253,31 @@ def expect_whole_number(
             message += f" That is what you get if you {mistake}."
             break
     fail(f"{message}\n{explanation}")
+
+
+def expect_worked_answer(
+    actual: Any, expected: float, what: str, hint: str, mistakes: dict | None = None, *, whole: bool = False
+) -> None:
+    """A worked problem's answer, for a hidden test: within 1%, or with ``whole`` exactly that whole
+    number (an int, or a float with nothing after the point). A wrong answer is told the mistake it
+    looks like, where it looks like a known one, and ``hint``, where to look: never the answer nor
+    how it is reached, which a student shown the feedback before the deadline could copy."""
+    __tracebackhide__ = True
+    number = plain_number(actual)
+    if number is None or type(number) is bool or not math.isfinite(number):
+        fail(f"{what}: expected {'a whole number' if whole else 'a number'}, got {_short(actual)}.")
+    if whole and float(number) != int(number):
+        fail(f"{what} = {number!r} is not a whole number; the question asks for a count.")
+    number = int(number) if whole else float(number)
+
+    def matches(value: float) -> bool:
+        return number == value if whole else math.isclose(number, value, rel_tol=0.01)
+
+    if matches(expected):
+        return
+    message = f"{what} = {number:.4g} is not the answer."
+    for mistake, value in (mistakes or {}).items():
+        if matches(value):
+            message += f" That is what you get if you {mistake}."
+            break
+    fail(f"{message} {hint}")

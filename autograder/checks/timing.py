@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import contextlib
 from collections.abc import Callable, Iterator, Sequence
-from typing import Any
+from typing import Any, NamedTuple
 
 import torch
 from torch.overrides import TorchFunctionMode
@@ -18,9 +18,30 @@ from torch.utils._python_dispatch import TorchDispatchMode
 
 from .expect import counted, fail
 
-# The tensor operations that count as a copy, and as a matrix multiply, in timed code.
-COPY_OPS = ("copy_", "clone", "_to_copy")
+# The tensor operations that count as a copy, and as a matrix multiply, in timed code. A copy is
+# into a tensor made beforehand: clone and .to() make a new tensor each time, an allocation too.
+COPY_OPS = ("copy_",)
 MATMUL_OPS = ("mm", "addmm", "matmul", "bmm")
+# What may also serve as the untimed warm-up of a copy: it copies, and makes its destination.
+_WARM_UP_ALSO = {"copy_": ("clone", "_to_copy")}
+# Operations that make a tensor without writing its memory: on Linux its untouched pages all map
+# one page of zeros, so reading them is not reading memory.
+_UNWRITTEN = frozenset({"empty", "empty_like", "empty_strided", "new_empty", "new_empty_strided"})
+
+
+class _Op(NamedTuple):
+    """A tensor operation in a `FakeClock`'s timeline: its name, the dtype, size, shape and device
+    type of its first tensor argument (or of what it made), whether it only made a view, and
+    whether it read memory that nothing had written since it was allocated."""
+
+    kind: str
+    name: str
+    dtype: torch.dtype
+    numel: int
+    shape: tuple
+    device: str
+    view: bool
+    reads_unwritten: bool
 
 
 class FakeClock:
@@ -41,7 +62,7 @@ class FakeClock:
             self.readings += [now, now + duration]
             now += duration + 1.0
         self.calls = 0
-        # ("clock",), ("sync",) and ("op", name, dtype, numel, shape, device type)
+        # ("clock",), ("sync",) and operations (`_Op`)
         self.timeline: list[tuple] = []
 
     def __call__(self) -> float:
@@ -108,41 +129,51 @@ class FakeClock:
     ) -> None:
         """Check the timeline: at least one ``ops`` operation (the warm-up) before the first
         reading; between each start and stop, exactly ``per_run`` of them, on ``numel`` elements
-        of ``dtype`` on the device asked for, and no other work; on a GPU, a synchronize between
-        each reading and the last operation before it."""
+        of ``dtype`` on the device asked for, reading memory that was written first, and no other
+        work (views are no work); on a GPU, a synchronize between each reading and the last
+        operation before it."""
         __tracebackhide__ = True
         device = "meta" if on_gpu else "cpu"
         where = "the GPU (here a stand-in for one)" if on_gpu else "the CPU"
+        warm = set(ops).union(*(_WARM_UP_ALSO.get(op, ()) for op in ops))
         readings = [i for i, e in enumerate(self.timeline) if e[0] == "clock"]
-        timed = [i for i, e in enumerate(self.timeline) if e[0] == "op" and e[1] in ops]
+        timed = [i for i, e in enumerate(self.timeline) if e[0] == "op" and e[1] in warm]
         if not readings or not timed or timed[0] > readings[0]:
             fail(f"{what}: no {operation} before the first clock reading; warm up with an untimed one.")
         for run, (start, stop) in enumerate(zip(readings[::2], readings[1::2], strict=False), start=1):
             inside = [e for e in self.timeline[start + 1 : stop] if e[0] == "op"]
-            extra = [e for e in inside if e[1] not in ops and e[1] not in VIEWS]
+            extra = [e for e in inside if e.name not in ops and not e.view]
             if extra:
+                why = _EXTRA_WORK.get(extra[0].name, "make the tensors before the clock starts.")
                 fail(
                     f"{what}: between the clock readings of timed run {run} it also ran torch's "
-                    f"{extra[0][1]} (on {extra[0][3]} {extra[0][2]} elements). Time only the {operation}: "
-                    "make the tensors before the clock starts."
+                    f"{extra[0].name} (on {extra[0].numel} {extra[0].dtype} elements). Time only the "
+                    f"{operation}: {why}"
                 )
-            done = [e for e in inside if e[1] in ops]
+            done = [e for e in inside if e.name in ops]
             if len(done) != per_run:
                 fail(
                     f"{what}: timed run {run} ran the {operation} {counted(len(done), 'time')}; it should "
                     f"run it {counted(per_run, 'time')} (the iterations), all between one pair of clock "
                     "readings."
                 )
-            for _, _, op_dtype, op_numel, shape, op_device in done:
-                if op_dtype != dtype or op_numel != numel:
+            for op in done:
+                if op.dtype != dtype or op.numel != numel:
                     fail(
-                        f"{what}: timed run {run} did a {operation} of {op_numel} {op_dtype} elements "
-                        f"(shape {list(shape)}); it should be of {numel} {dtype} elements."
+                        f"{what}: timed run {run} did a {operation} of {op.numel} {op.dtype} elements "
+                        f"(shape {list(op.shape)}); it should be of {numel} {dtype} elements."
                     )
-                if op_device != device:
+                if op.device != device:
                     fail(
-                        f"{what}: timed run {run} did its {operation} on the {op_device}, not on {where}: "
+                        f"{what}: timed run {run} did its {operation} on the {op.device}, not on {where}: "
                         "make the tensors on the device the function is given."
+                    )
+                if op.reads_unwritten:
+                    fail(
+                        f"{what}: timed run {run} did its {operation} from a tensor that nothing wrote "
+                        "after torch.empty made it. Untouched memory is not read from memory at all (on "
+                        "Linux its pages all map one shared page of zeros), so the timing comes out too "
+                        "fast. Fill the tensors it reads before timing, as STREAM does."
                     )
         if on_gpu:
             self._expect_synchronized(what, operation)
@@ -151,7 +182,7 @@ class FakeClock:
         __tracebackhide__ = True
         last_work = None  # the latest operation that queues work on the GPU
         for event in self.timeline:
-            if event[0] == "op" and event[1] not in VIEWS:
+            if event[0] == "op" and not event.view:
                 last_work = event
             elif event[0] == "sync":
                 last_work = None
@@ -164,7 +195,16 @@ class FakeClock:
                 )
 
 
-# Operations that make a view of a tensor, and so move no data: allowed beside a timed operation.
+# What to do instead of other work found in a timed run, where there is more to say.
+_EXTRA_WORK = {
+    "clone": "clone makes a new tensor every time, so each run also times an allocation. Copy into a "
+    "tensor made before the clock starts.",
+    "_to_copy": ".to() makes a new tensor every time, so each run also times an allocation. Copy into a "
+    "tensor made before the clock starts.",
+}
+
+# Some operations that make a view of a tensor, and so move no data (kept for the checks that name
+# them; a FakeClock tells a view by torch's own schema of the operation, which covers every view).
 VIEWS = frozenset(
     {"alias", "as_strided", "detach", "expand", "lift_fresh", "narrow", "reshape", "select", "slice"}
     | {"squeeze", "t", "transpose", "unsqueeze", "_unsafe_view", "view"}
@@ -172,30 +212,62 @@ VIEWS = frozenset(
 
 
 class _Watching(TorchDispatchMode):
-    """Appends each tensor operation (name, dtype, size and device of its first tensor argument,
-    or of what it made when it has none) to a timeline."""
+    """Appends each tensor operation (`_Op`) to a timeline. It also follows which memory (on the
+    CPU) was made by torch.empty and its kin and not written since, to tell a read of it."""
 
     def __init__(self, timeline: list[tuple]) -> None:
         super().__init__()
         self.timeline = timeline
+        self.unwritten: set[int] = set()  # storages' addresses
 
     def __torch_dispatch__(self, func: Any, types: Any, args: tuple = (), kwargs: dict | None = None) -> Any:
-        out = func(*args, **(kwargs or {}))
+        kwargs = kwargs or {}
+        out = func(*args, **kwargs)
+        name = func.overloadpacket.__name__
+        schema = getattr(func, "_schema", None)
+        returns, arguments = (schema.returns, schema.arguments) if schema is not None else ((), ())
+        # A view returns an alias of an argument that it does not write; an in-place or out=
+        # operation returns the argument it wrote.
+        view = bool(returns) and all(r.alias_info is not None and not r.alias_info.is_write for r in returns)
+        written, read = [], []
+        for i, argument in enumerate(arguments):
+            value = args[i] if i < len(args) else kwargs.get(argument.name)
+            is_written = argument.alias_info is not None and argument.alias_info.is_write
+            (written if is_written else read).extend(tensors_in(value))
+        reads_unwritten = any(_storage(t) in self.unwritten for t in read)
+        for t in written:
+            self.unwritten.discard(_storage(t))
+        if not view:  # what the operation made: memory it wrote, unless it only allocated
+            for t in tensors_in(out):
+                if name in _UNWRITTEN:
+                    self.unwritten.add(_storage(t))
+                else:
+                    self.unwritten.discard(_storage(t))
+        self.unwritten.discard(None)
         first = next((a for a in args if isinstance(a, torch.Tensor)), None)
         if first is None:
             first = next(iter(tensors_in(out)), None)
         if first is not None:
             self.timeline.append(
-                (
+                _Op(
                     "op",
-                    func.overloadpacket.__name__,
+                    name,
                     first.dtype,
                     first.numel(),
                     tuple(first.shape),
                     first.device.type,
+                    view,
+                    reads_unwritten,
                 )
             )
         return out
+
+
+def _storage(tensor: torch.Tensor) -> int | None:
+    """Where a CPU tensor's memory starts (None elsewhere, or for no memory at all)."""
+    if tensor.device.type != "cpu":
+        return None
+    return tensor.untyped_storage().data_ptr() or None
 
 
 def warm_up() -> None:

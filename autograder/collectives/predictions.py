@@ -9,7 +9,7 @@ from typing import Any
 import torch
 
 from ..checks import _short, expect_tensor, fail
-from .references import ROOTED, collective_inputs, real_outputs
+from .references import ROOTED, SPLITTING, collective_inputs, real_outputs
 
 
 def check_predictions(
@@ -17,17 +17,20 @@ def check_predictions(
     world_sizes: Sequence[int] = (4,),
     seeds: Sequence[int | None] = (None,),
     dtypes: Sequence[torch.dtype] = (torch.int64,),
+    per_rank: Sequence[int | None] = (None,),
 ) -> None:
     """Check each ``predictions[name](inputs[, root])`` against torch's collective ``name``,
-    on every rank, from every root, for each world size, seed and dtype (one launch per world
+    on every rank, from every root, for each world size, seed and dtype, and for the collectives
+    that cut a tensor into chunks, each number of elements ``per_rank`` (one launch per world
     size)."""
     __tracebackhide__ = True
     for world_size in world_sizes:
         cases = [
-            (name, collective_inputs(name, world_size, seed, dtype), root)
+            (name, collective_inputs(name, world_size, seed, dtype, per), root)
             for name in predictions
             for seed in seeds
             for dtype in dtypes
+            for per in (per_rank if name in SPLITTING else (None,))
             for root in (range(world_size) if name in ROOTED else [0])
         ]
         for (name, inputs, root), real in zip(cases, real_outputs(cases, world_size), strict=True):
@@ -71,6 +74,15 @@ def _compare_prediction(
 def _prediction_mistakes(
     name: str, inputs: list[torch.Tensor], rank: int, root: int
 ) -> dict[str, torch.Tensor]:
+    mistakes = _usual_mistakes(name, inputs, rank, root)
+    if name in ("scatter", "reduce_scatter") and len(inputs) != 4:  # the lecture's 4 ranks, kept
+        cut = (inputs[root] if name == "scatter" else torch.stack(inputs).sum(0)).chunk(4)
+        if rank < len(cut):
+            mistakes["cut into 4 chunks whatever the number of ranks (there are len(inputs))"] = cut[rank]
+    return mistakes
+
+
+def _usual_mistakes(name: str, inputs: list[torch.Tensor], rank: int, root: int) -> dict[str, torch.Tensor]:
     n = len(inputs)
     total = torch.stack(inputs).sum(0)
     own = inputs[rank]

@@ -27,18 +27,24 @@ COLLECTIVES = (
 
 
 def collective_inputs(
-    name: str, world_size: int, seed: int | None = None, dtype: torch.dtype = torch.int64
+    name: str,
+    world_size: int,
+    seed: int | None = None,
+    dtype: torch.dtype = torch.int64,
+    per_rank: int | None = None,
 ) -> list[torch.Tensor]:
     """One input per rank. Without a seed, rank r holds [10r, 10r+1, ...], easy to follow by eye.
 
-    Collectives that split a tensor into one chunk per rank get a multiple of world_size elements
-    (2 per rank without a seed); with a seed, lengths and values are random.
+    Collectives that split a tensor into one chunk per rank get a multiple of world_size elements:
+    ``per_rank`` chunks' elements per rank (without it, 2 without a seed, else drawn from the
+    seed); with a seed, the other lengths and the values are random.
     """
     if seed is None:
-        length = 2 * world_size if name in SPLITTING else 4
+        length = (per_rank or 2) * world_size if name in SPLITTING else 4
         return [(torch.arange(length) + 10 * rank).to(dtype) for rank in range(world_size)]
     generator = torch.Generator().manual_seed(seed)
-    per_rank = int(torch.randint(1, 4, (1,), generator=generator))
+    drawn = int(torch.randint(1, 4, (1,), generator=generator))
+    per_rank = per_rank or drawn
     length = (
         per_rank * world_size if name in SPLITTING else int(torch.randint(1, 7, (1,), generator=generator))
     )

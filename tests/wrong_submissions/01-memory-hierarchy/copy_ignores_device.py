@@ -14,7 +14,7 @@ def measure_copy_bandwidth(
     num_bytes: int, iterations: int = 1, repeats: int = 5, clock=time.perf_counter, device="cpu"
 ) -> float:
     on_gpu = torch.device(device).type == "cuda"
-    src = torch.empty(num_bytes, dtype=torch.uint8)
+    src = torch.full((num_bytes,), 7, dtype=torch.uint8)
     dst = torch.empty_like(src)
     dst.copy_(src)
     best = math.inf

@@ -1,0 +1,67 @@
+"""A send and its receive that disagree in size or dtype: Gloo aborts the receiving rank, and the
+launcher's report says why, on which rank and at which line, instead of only "SIGABRT"."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+import torch.distributed as dist
+
+from launcher import LaunchError, launch
+
+
+def ring_of_growing_messages(rank: int, world_size: int) -> None:
+    """Rank r sends 4 + r elements to its right and receives 4 + r from its left: rank 0's left
+    neighbour, the last rank, sends the most, more than rank 0's tensor holds."""
+    right, left = (rank + 1) % world_size, (rank - 1) % world_size
+    handle = dist.isend(torch.ones(4 + rank), dst=right)
+    dist.recv(torch.empty(4 + rank), src=left)
+    handle.wait()
+
+
+def float64_into_float32(rank: int, world_size: int) -> None:
+    """The last rank sends 3 float64 numbers; rank 0 receives them as float32, half the bytes."""
+    last = world_size - 1
+    if rank == last:
+        dist.send(torch.ones(3, dtype=torch.float64), dst=0)
+    elif rank == 0:
+        dist.recv(torch.empty(3, dtype=torch.float32), src=last)
+
+
+@pytest.mark.parametrize("world_size", [2, 3])
+@pytest.mark.parametrize(
+    ("fn", "received", "room"),
+    [
+        (ring_of_growing_messages, "message of {sent} bytes", "tensor of 16 bytes"),
+        (float64_into_float32, "message of 24 bytes", "tensor of 12 bytes"),
+    ],
+    ids=["size", "dtype"],
+)
+def test_the_report_names_the_mismatch_the_rank_and_the_line(
+    fn, received: str, room: str, world_size: int
+) -> None:
+    with pytest.raises(LaunchError) as caught:
+        launch(fn, world_size, backend="gloo", timeout=20)
+    report = str(caught.value)
+    assert "rank 0 of" in report and "SIGABRT" in report, report
+    assert "Gloo aborted on a size or dtype mismatch between a send and its receive" in report, report
+    sent = 4 * (4 + world_size - 1)  # float32 elements the last rank sends in the ring
+    assert f"rank 0 received a {received.format(sent=sent)} into a {room}" in report, report
+    assert f"in {fn.__name__}" in report, report  # the line of the rank's own code
+    assert not caught.value.exceptions  # the rank died: there is no exception to rebuild
+
+
+def matched_ring(rank: int, world_size: int) -> float:
+    right, left = (rank + 1) % world_size, (rank - 1) % world_size
+    received = torch.empty(4)
+    handle = dist.isend(torch.full((4,), float(rank)), dst=right)
+    dist.recv(received, src=left)
+    handle.wait()
+    return received[0].item()
+
+
+@pytest.mark.parametrize("world_size", [2, 3])
+def test_a_ring_whose_messages_match_runs(world_size: int) -> None:
+    assert launch(matched_ring, world_size, backend="gloo") == [
+        (r - 1) % world_size for r in range(world_size)
+    ]

@@ -1,0 +1,7 @@
+"""Gives reads only half of HBM's 3.35 TB/s, as if writes took the other half: 120 tokens/s.
+
+replaces: worked
+fails: test_worked_decode
+"""
+
+tokens_per_second = 3.35e12 / 2 / (7e9 * 2)
