@@ -5,7 +5,7 @@
   (`check_benchmark`);
 - `sweep`: a sweep over message sizes (`check_sweep`);
 - `answers`: a choice among statements (`check_choices`) and worked problems' numbers
-  (`expect_between` for a sanity range, `expect_worked`);
+  (`expect_between` for a sanity range; their hidden tests use `autograder.expect_worked_answer`);
 - `standin` and `recording`: what they share, a stand-in GPU that tells which tensors would be on
   the device, and a record of each rank's operations.
 
@@ -15,7 +15,7 @@ gives an exercise's answer away.
 
 import launcher
 
-from .answers import check_choices, chosen_letters, expect_between, expect_worked
+from .answers import check_choices, chosen_letters, expect_between
 from .benchmark import check_benchmark
 from .calls import check_collective_call
 from .sweep import SteadyTimer, check_sweep
@@ -31,5 +31,4 @@ __all__ = [
     "check_sweep",
     "chosen_letters",
     "expect_between",
-    "expect_worked",
 ]

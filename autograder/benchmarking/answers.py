@@ -7,7 +7,7 @@ import math
 from collections.abc import Collection
 from typing import Any
 
-from ..checks import expect_answer, fail, plain_number
+from ..checks import fail, plain_number
 
 
 def chosen_letters(answer: Any, options: str, what: str) -> frozenset[str]:
@@ -59,11 +59,3 @@ def expect_between(value: Any, low: float, high: float, what: str, why: str) -> 
             f"{what} = {number:.4g} is outside the range any right answer falls in "
             f"({low:.3g} to {high:.3g}): {why}"
         )
-
-
-def expect_worked(actual: Any, expected: float, what: str, hint: str, mistakes: dict | None = None) -> None:
-    """A worked problem's answer, within 1%, as a Python, NumPy or one-element tensor number. A wrong
-    answer is told which mistake it looks like, if a known one, and where to look, not the answer's
-    derivation, which a resubmission would otherwise read off."""
-    __tracebackhide__ = True
-    expect_answer(_number(actual, what), expected, what, hint, mistakes)
