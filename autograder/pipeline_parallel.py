@@ -3,18 +3,21 @@
 A stage of the pipeline is a `Stage` (pipeline_stage.py): a few layers behind a marker that
 autograd itself runs, so that the checks keep a record of what really ran on it: each
 micro-batch's forward, and the moment its backward has gone through every layer of the stage,
-ordered among the stage's messages. From it the checks read the order
-a stage ran (not the order it was asked to run) and how many micro-batches' activations it held at
-once. Each rank draws its own stage's weights, rank 0 the inputs and the last rank the targets, at
-random inside the rank, where no other process can reproduce them; the whole model is assembled
-here, in the checking process, from what the ranks return, and is the reference.
+ordered among the stage's messages. From it the checks read the order a stage ran (not the order
+it was asked to run); weak references to what autograd saved in each forward count how many
+micro-batches' activations it really held at once. Each rank draws its own stage's weights,
+rank 0 the inputs and the last rank the targets, at random inside the rank, where no other
+process can reproduce them; the whole model is assembled here, in the checking process, from what
+the ranks return, and is the reference.
 
 What the ranks send each other is recorded with `CommLog`: how many messages, of how many values.
-The checks of the bubble's simulation and of activation checkpointing are in `pipeline_costs`.
+The checks of the split of the layers, of the bubble's simulation and of activation
+checkpointing are in `pipeline_costs`.
 """
 
 from __future__ import annotations
 
+import itertools
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -84,6 +87,49 @@ def _steps_and_messages(where: str, journal: list, messages: list, rank: int, wo
                 f"{where}: the stage's record of its steps and its messages disagree: "
                 f"{'forward' if kind == 'F' else 'backward'} {i} must run {when}, and did not."
             )
+    _sent_before_the_next_step(where, journal, posted("send", rank + 1), posted("send", rank - 1))
+
+
+_STEP = {"F": "forward", "B": "backward"}
+
+
+def _sent_before_the_next_step(
+    where: str, journal: list, activations: list[int], gradients: list[int]
+) -> None:
+    """What a step sends is posted before the stage's next step begins: a stage that computes on
+    while its result waits unsent keeps its neighbour idle."""
+    __tracebackhide__ = True
+    sends = {("F", i): seq for i, seq in enumerate(activations)}
+    sends |= {("B", i): seq for i, seq in enumerate(gradients)}
+    steps = sorted(journal, key=lambda event: event[2])
+    for (kind, i, _), (next_kind, j, begun) in itertools.pairwise(steps):
+        posted = sends.get((kind, i))
+        if posted is not None and posted > begun:
+            what = "activation" if kind == "F" else "gradient"
+            fail(
+                f"{where} began {_STEP[next_kind]} {j} before it sent micro-batch {i}'s {what} on: the "
+                f"neighbouring stage waits idle for it all that time. Post each send as soon as the step "
+                "that computed it has finished."
+            )
+
+
+def _held(where: str, got: dict, most: int, one_f_one_b: bool) -> None:
+    """The micro-batches whose activations autograd still kept, counted from live tensors."""
+    __tracebackhide__ = True
+    if got["held"] > most:
+        rule = (
+            f"1F1B holds at most {most} on this stage" if one_f_one_b else f"its order needs at most {most}"
+        )
+        fail(
+            f"{where} held the activations of {got['held']} micro-batches at once (the tensors autograd "
+            f"saved for their backwards were still alive); {rule}. Is each micro-batch's graph freed once "
+            "its backward has run?"
+        )
+    if got["kept_after"]:
+        fail(
+            f"{where} still held the activations of {_microbatches(got['kept_after'])} after the "
+            "step had returned: a graph kept after its backward is memory a pipeline cannot spare."
+        )
 
 
 def _no_collectives(where: str, summary: dict) -> None:
@@ -110,49 +156,6 @@ def _show(order: Sequence) -> str:
     return " ".join(f"{kind}{i}" for kind, i in order) if order else "nothing"
 
 
-# -- exercise: split the layers ------------------------------------------------------------------
-
-
-def check_split_layers(split_layers: Callable, cases: Sequence[tuple[int, int]]) -> None:
-    """``split_layers(num_layers, num_stages)`` is a list of ``num_stages`` ranges, consecutive,
-    covering every layer once, whose lengths differ by at most one; fewer layers than stages is a
-    ValueError."""
-    __tracebackhide__ = True
-    for num_layers, num_stages in cases:
-        what = f"split_layers({num_layers}, {num_stages})"
-        if num_layers < num_stages:
-            try:
-                got = split_layers(num_layers, num_stages)
-            except ValueError:
-                continue
-            fail(
-                f"{what} returned {got!r:.100}: with fewer layers than stages, raise a ValueError "
-                "that says so."
-            )
-        got = split_layers(num_layers, num_stages)
-        if _type(got) is not list or len(got) != num_stages or any(_type(r) is not range for r in got):
-            fail(f"{what}: expected a list of {num_stages} ranges, got {got!r:.120}.")
-        if any(r.step != 1 for r in got):
-            fail(f"{what}: {got}: a stage holds consecutive layers (ranges with step 1).")
-        start = 0
-        for stage, layers in enumerate(got):
-            if layers.start != start:
-                missing = "skips" if layers.start > start else "repeats"
-                fail(
-                    f"{what}: stage {stage} starts at layer {layers.start}, so the split {missing} "
-                    f"layers: {got}."
-                )
-            start = layers.stop
-        if start != num_layers:
-            fail(f"{what}: the stages hold layers 0 to {start - 1} of the model's {num_layers}: {got}.")
-        sizes = [len(r) for r in got]
-        if max(sizes) - min(sizes) > 1:
-            fail(
-                f"{what}: the stages hold {sizes} layers; the slowest stage sets the pace of the whole "
-                "pipeline, so no stage may hold more than one layer more than another."
-            )
-
-
 # -- exercise: the lecture's forward pipeline ----------------------------------------------------
 
 
@@ -163,7 +166,7 @@ def microbatch_rows(batch: int, microbatch: int) -> list[int]:
 
 def _forward_on_rank(rank: int, world_size: int, fn: Callable, batch: int, microbatch: int) -> tuple:
     mine = private_generator()
-    stage, journal, rows = traced_stage(mine)
+    stage, journal, rows, _ = traced_stage(mine)
     inputs = torch.randn(batch, DIM, generator=mine) if rank == 0 else None
     with torch.no_grad(), CommLog(count_collectives=False, keep_sent=True) as log:
         out = fn(stage, None if inputs is None else inputs.clone(), batch, microbatch)
@@ -236,7 +239,7 @@ def _schedule_on_rank(
     rank: int, world_size: int, run: Callable, orders: Any, num_microbatches: int, rows: int
 ) -> dict:
     mine = private_generator()
-    stage, journal, rows_run = traced_stage(mine)
+    stage, journal, rows_run, held = traced_stage(mine)
     batch = num_microbatches * rows
     inputs = torch.randn(batch, DIM, generator=mine) if rank == 0 else None
     targets = torch.randn(batch, DIM, generator=mine) if rank == world_size - 1 else None
@@ -251,7 +254,10 @@ def _schedule_on_rank(
             batch,
             num_microbatches,
         )
+    kept_after = held.counted()
     return {
+        "held": held.peak,
+        "kept_after": kept_after,
         "loss": loss.detach().clone() if isinstance(loss, torch.Tensor) else loss,
         "grads": [None if p.grad is None else p.grad.clone() for p in stage.layers.parameters()],
         "state": stage.layers.state_dict(),
@@ -307,11 +313,9 @@ def _check_step(
                 f"{_show(got['order'])}. (A backward is noted when it has gone through every layer of "
                 "the stage.)"
             )
-        if alive is not None and peak_alive(trace) > alive(world_size, rank, m):
-            fail(
-                f"{where} held the activations of {peak_alive(trace)} micro-batches at once; 1F1B "
-                f"holds at most {alive(world_size, rank, m)} on this stage."
-            )
+        _held(
+            where, got, alive(world_size, rank, m) if alive else peak_alive(got["order"]), alive is not None
+        )
         if rank == world_size - 1:
             hints = {"add up the micro-batches' losses without dividing by their number": loss * m}
             _expect(f"{where}: the returned loss (of the whole batch)", got["loss"], loss, hints)

@@ -4,7 +4,9 @@ hand)."""
 
 from __future__ import annotations
 
+import gc
 import math
+import weakref
 from collections.abc import Sequence
 from typing import Any
 
@@ -75,14 +77,49 @@ def peak_alive(trace: Sequence[tuple[str, int]]) -> int:
     return peak
 
 
-def traced_stage(generator: torch.Generator) -> tuple[Stage, list, list]:
-    """This rank's stage, the checks' own record of its steps, and the rows of every input its
-    first layer was given (in or out of ``stage(x)``)."""
+class Held:
+    """How many micro-batches' activations a stage holds, counted from the tensors themselves: a
+    weak reference to the first layer's output of every forward, which lives as long as autograd
+    keeps it for a backward (the stage's own output may be held for other reasons; this one is
+    not)."""
+
+    def __init__(self) -> None:
+        self._outputs: list[weakref.ref] = []
+        self.peak = 0
+
+    def alive(self) -> int:
+        return sum(1 for ref in self._outputs if ref() is not None)
+
+    def counted(self) -> int:
+        """Alive now, after collecting any cycle that would make it look more than it is."""
+        alive = self.alive()
+        if alive and alive >= self.peak:
+            gc.collect()
+            alive = self.alive()
+        return alive
+
+    def before_forward(self) -> None:
+        self.peak = max(self.peak, self.counted() + 1)
+
+    def after_forward(self, output: torch.Tensor) -> None:
+        self._outputs.append(weakref.ref(output))
+
+
+def traced_stage(generator: torch.Generator) -> tuple[Stage, list, list, Held]:
+    """This rank's stage, the checks' own record of its steps, the rows of every input its first
+    layer was given (in or out of ``stage(x)``), and the count of micro-batches it holds."""
     journal: list = []
     rows: list = []
+    held = Held()
     stage = Stage([make_layer(generator) for _ in range(LAYERS_PER_STAGE)], journal)
-    stage.layers[0].register_forward_pre_hook(lambda module, args: rows.append(args[0].shape[0]))
-    return stage, journal, rows
+
+    def before(module: nn.Module, args: tuple) -> None:
+        rows.append(args[0].shape[0])
+        held.before_forward()
+
+    stage.layers[0].register_forward_pre_hook(before)
+    stage.layers[0].register_forward_hook(lambda module, args, out: held.after_forward(out))
+    return stage, journal, rows, held
 
 
 def stages_from(states: Sequence[dict]) -> list[nn.Sequential]:

@@ -1,11 +1,16 @@
-"""Notebook 07's `full_tensor`, which its students call on whatever torch they have (before
-2.13, torch's own `DTensor.full_tensor` fails on Gloo, and `gather_rows` does its work)."""
+"""Notebook 07's helpers: `full_tensor`, which its students call on whatever torch they have (before
+2.13, torch's own `DTensor.full_tensor` fails on Gloo, and `gather_rows` does its work); the rule
+the checks hold `fully_shard`'s traffic to, against torch itself; what a ZeRO rank's kept storages
+say about its mistake."""
 
 from __future__ import annotations
 
+import pytest
 import torch
 from torch import nn
 
+from autograder.sharded_data_parallel import fully_shard_traffic_reference
+from autograder.sharded_data_parallel.zero import _kept_hint
 from autograder.torch_compat import full_tensor, gather_rows
 from launcher import launch
 
@@ -31,3 +36,47 @@ def test_the_fallback_for_older_torch_gathers_what_full_tensor_does() -> None:
 def test_a_whole_tensor_is_returned_as_it_is() -> None:
     t = torch.ones(2)
     assert full_tensor(t) is t
+
+
+def fully_shard_step_traffic(rank: int, world_size: int, layers: list, reshard: bool) -> dict:
+    from torch.distributed.device_mesh import init_device_mesh
+    from torch.distributed.fsdp import fully_shard
+
+    from autograder import CommLog
+
+    torch.manual_seed(0)
+    model = nn.Sequential(*(nn.Linear(i, o) for o, i in layers))
+    mesh = init_device_mesh("cpu", (world_size,))
+    for layer in model:
+        fully_shard(layer, mesh=mesh, reshard_after_forward=reshard)
+    fully_shard(model, mesh=mesh, reshard_after_forward=reshard)
+    with CommLog(count_collectives=False) as log:
+        model(torch.randn(5, layers[0][1])).square().mean().backward()
+    traffic = {"all_gather": (0, 0), "reduce_scatter": (0, 0)}
+    for call in log.calls:
+        calls, elements = traffic[call.name]
+        whole = call.contributed * world_size if call.name == "all_gather" else call.contributed
+        traffic[call.name] = (calls + 1, elements + whole)
+    return traffic
+
+
+@pytest.mark.parametrize("world_size", [1, 3, 4])
+@pytest.mark.parametrize("reshard", [True, False])
+def test_the_traffic_rule_is_what_fully_shard_sends(world_size: int, reshard: bool) -> None:
+    layers = [
+        (6, 3),
+        (2, 6),
+        (5, 2),
+    ]  # (out, in): rows that do not divide, a layer with fewer rows than ranks
+    expected = fully_shard_traffic_reference(layers, world_size, reshard)
+    for traffic in launch(fully_shard_step_traffic, world_size, layers, reshard, backend="gloo"):
+        assert traffic == expected
+
+
+def test_the_kept_storages_name_the_mistake() -> None:
+    shapes = [(4, 3), (4,)]
+    moments_of_everything = [48, 48, 16, 16, 40]
+    assert "two moments for every parameter" in _kept_hint(moments_of_everything, shapes, 16)
+    whole_master_copy = [64, 32, 32]
+    hint = _kept_hint(whole_master_copy, shapes, 16)
+    assert "whole flat copy" in hint and "two moments" not in hint

@@ -11,7 +11,9 @@ whole weights were alive in the rank's memory after each tensor operation.
 - `zero`: memory per device (`check_zero_memory`), the pieces of a flat shard
   (`check_shard_pieces`), the ZeRO-1 and ZeRO-2 optimizers (`check_zero_optimizer`);
 - `fsdp`: the FSDP MLP (`check_fsdp`, `make_layers`, the mode that watches which layers are whole);
-- `torch_fsdp`: training with torch's `fully_shard` (`check_fully_shard`);
+- `clipping`: clipping sharded gradients by their global norm (`check_clip_sharded`);
+- `torch_fsdp`: training with torch's `fully_shard` (`check_fully_shard`), and what it sends in a
+  step (`check_fully_shard_traffic`);
 - `common`: what they share: the mode that watches what a rank keeps, the volumes its collectives
   carried, comparing parameters with the reference.
 
@@ -26,8 +28,9 @@ import launcher
 
 from ..data_parallel import make_batch, make_mlp, mse
 from ..torch_compat import full_tensor, fully_shard, gather_rows
+from .clipping import check_clip_sharded
 from .fsdp import check_fsdp, make_layers
-from .torch_fsdp import check_fully_shard
+from .torch_fsdp import check_fully_shard, check_fully_shard_traffic, fully_shard_traffic_reference
 from .zero import (
     check_shard_pieces,
     check_zero_memory,
@@ -39,13 +42,16 @@ from .zero import (
 launcher.preload("autograder.sharded_data_parallel", "torch.distributed.fsdp")
 
 __all__ = [
+    "check_clip_sharded",
     "check_fsdp",
     "check_fully_shard",
+    "check_fully_shard_traffic",
     "check_shard_pieces",
     "check_zero_memory",
     "check_zero_optimizer",
     "flat_pieces_reference",
     "full_tensor",
+    "fully_shard_traffic_reference",
     "fully_shard",
     "gather_rows",
     "make_batch",

@@ -44,22 +44,26 @@ class _Storages(TorchDispatchMode):
         return out
 
     def alive_bytes(self, excluded: Sequence[torch.Tensor]) -> int:
+        return sum(self.alive_sizes(excluded))
+
+    def alive_sizes(self, excluded: Sequence[torch.Tensor]) -> list[int]:
+        """The sizes in bytes of the storages still alive, largest first."""
         # Gloo's worker thread may still hold the last collective's tensors for a moment after the
         # collective returned: the least of a few readings, a little apart, is what the rank keeps.
         readings = []
         for _ in range(3):
             gc.collect()
-            readings.append(self._alive_bytes_now(excluded))
+            readings.append(self._alive_sizes_now(excluded))
             time.sleep(0.01)
-        return min(readings)
+        return min(readings, key=sum)
 
-    def _alive_bytes_now(self, excluded: Sequence[torch.Tensor]) -> int:
+    def _alive_sizes_now(self, excluded: Sequence[torch.Tensor]) -> list[int]:
         skip = {t.untyped_storage().data_ptr() for t in excluded if t is not None}
         alive: dict[int, int] = {}
         for ref, pointer, nbytes in self.refs:
             if not ref.expired() and pointer not in skip and nbytes:
                 alive[pointer] = max(alive.get(pointer, 0), nbytes)
-        return sum(alive.values())
+        return sorted(alive.values(), reverse=True)
 
 
 def _volumes(summary: dict) -> dict[str, int]:

@@ -71,17 +71,21 @@ def check_zero_memory(zero_memory: Callable, cases: Sequence[tuple[float, int, i
             rel=1e-6,
             mistakes=mistakes,
         )
-    for bad in ((1e9, 8, 4), (1e9, 8, -1), (1e9, 0, 1)):
+    refused = {
+        (1e9, 8, 4): "there is no stage 4",
+        (1e9, 8, -1): "there is no stage -1",
+        (1e9, 0, 1): "no devices hold nothing",
+        (1e9, -8, 1): "a negative number of devices is no number of devices",
+        (1e9, -1, 3): "a negative number of devices is no number of devices",
+    }
+    for bad, why in refused.items():
         try:
             zero_memory(*bad)
         except ValueError:
             continue
         except Exception as err:  # noqa: BLE001 - any other error is the wrong kind
-            fail(f"zero_memory{bad} raised {type(err).__name__}: {err}; expected a ValueError that says why.")
-        fail(
-            f"zero_memory{bad} returned without complaint; expected a ValueError "
-            "(no such stage, or no devices)."
-        )
+            fail(f"zero_memory{bad} raised {type(err).__name__}: {err}; expected a ValueError ({why}).")
+        fail(f"zero_memory{bad} returned without complaint; expected a ValueError: {why}.")
 
 
 # -- exercise: the pieces of a flat shard -----------------------------------------------------------
@@ -205,13 +209,13 @@ def _zero_on_rank(
         kept_grads.append([p.grad is not None for p in params])
         for p in params:
             p.grad = None
-    kept = storages.alive_bytes(list(params))
+    kept = storages.alive_sizes(list(params))
     return {
         "params": [p.detach().clone() for p in params],
         "grads": drawn,
         "volumes": volumes,
         "counts": counts,
-        "kept_bytes": kept,
+        "kept_sizes": kept,
         "kept_grads": kept_grads,
     }
 
@@ -237,14 +241,17 @@ def check_zero_optimizer(
     lr: float = 0.1,
     weight_decay: float = 0.1,
     eps: float = 0.01,
+    betas: tuple[float, float] | None = None,
 ) -> None:
-    """Check a ZeRO optimizer, ``make_optimizer(params, lr=, eps=, weight_decay=)`` with a
+    """Check a ZeRO optimizer, ``make_optimizer(params, lr=, eps=, weight_decay=[, betas=])`` with a
     ``step()``: after ``steps`` steps every rank's parameters equal plain AdamW's on the average of
     the ranks' gradients; each rank keeps about 1/n of the state; stage 1 receives gradients
     already averaged, stage 2 each rank's own and reduce_scatters them."""
     __tracebackhide__ = True
     name = getattr(make_optimizer, "__name__", "the optimizer")
     hyper = {"lr": lr, "eps": eps, "weight_decay": weight_decay}
+    if betas is not None:
+        hyper["betas"] = tuple(betas)
     numel = sum(math.prod(s) for s in shapes)
     seed = fresh_seed() % (1 << 31)
     for world_size in world_sizes:
@@ -258,23 +265,19 @@ def check_zero_optimizer(
         ]
         reference = _adamw_reference(shapes, seed, average, hyper)
         summed = _adamw_reference(shapes, seed, [[g * world_size for g in step] for step in average], hyper)
+        default_betas = _adamw_reference(shapes, seed, average, {**hyper, "betas": (0.9, 0.999)})
         share = -(-numel // world_size)
         allowed = (12 if stage == 1 else 16) * share + 256
         for rank, result in enumerate(per_rank):
             where = f"{what}: rank {rank}"
             _params_like(where, result["params"], reference)
-            if result["kept_bytes"] > allowed:
-                full = 8 * numel
-                hint = (
-                    " That is about Adam's two moments for every parameter: does every rank update every "
-                    "parameter? Each should keep state, and update, for its own shard only."
-                    if result["kept_bytes"] >= full
-                    else ""
-                )
+            kept = sum(result["kept_sizes"])
+            if kept > allowed:
                 fail(
-                    f"{where} keeps {result['kept_bytes']} bytes of its own between steps; "
+                    f"{where} keeps {kept} bytes of its own between steps; "
                     f"its 1/{world_size} share is {share} elements, so it may keep at most {allowed} bytes "
-                    f"({12 if stage == 1 else 16} bytes per element of its shard, and 256 more).{hint}"
+                    f"({12 if stage == 1 else 16} bytes per element of its shard, and 256 more)."
+                    f"{_kept_hint(result['kept_sizes'], shapes, numel)}"
                 )
             if stage == 2 and any(any(kept) for kept in result["kept_grads"]):
                 fail(
@@ -284,13 +287,18 @@ def check_zero_optimizer(
             mistakes = {}
             if stage == 2 and world_size > 1:
                 mistakes["sum the gradients over the ranks without dividing by the world size"] = summed
+            if tuple(hyper.get("betas", (0.9, 0.999))) != (0.9, 0.999):
+                mistakes[f"use betas (0.9, 0.999) where the optimizer was given betas={hyper['betas']}"] = (
+                    default_betas
+                )
             if not all(_close(p, r) for p, r in zip(result["params"], reference, strict=True)):
-                gathered = sum(v.get("all_gather", 0) for v in result["volumes"])
-                if world_size > 1 and not gathered:
+                shared = sum(_shared(v) + v.get("all_reduce", 0) for v in result["volumes"])
+                if world_size > 1 and not shared:
                     fail(
-                        f"{where}: its parameters differ from plain AdamW's, and it never all_gathered: each "
-                        "rank updated only its own shard, so the other ranks' updates never reached it. "
-                        "After the update, all_gather the updated shards into every rank's parameters."
+                        f"{where}: its parameters differ from plain AdamW's, and it never shared its updated "
+                        "shard: each rank updated only its own shard, so the other ranks' updates never "
+                        "reached it. After the update, all_gather the updated shards into every rank's "
+                        "parameters."
                     )
                 _compare(
                     where, result["params"], reference, "plain AdamW on the averaged gradients", mistakes
@@ -303,6 +311,38 @@ def check_zero_optimizer(
                 )
 
 
+def _kept_hint(sizes: list[int], shapes: Sequence[tuple[int, ...]], numel: int) -> str:
+    """What the storages a rank kept say about its mistake, if they say something."""
+    whole = [size for size in sizes if size >= 4 * numel]
+    left = list(sizes)
+    per_parameter = True
+    for shape in shapes:  # two fp32 tensors of each parameter's size: moments for every parameter
+        for _ in range(2):
+            if 4 * math.prod(shape) in left:
+                left.remove(4 * math.prod(shape))
+            else:
+                per_parameter = False
+    if per_parameter or len(whole) >= 2:
+        return (
+            " Among them are two fp32 tensors the size of every parameter: Adam's two moments for every "
+            "parameter. Does every rank update every parameter? Each should keep state, and update, for "
+            "its own shard only."
+        )
+    if whole:
+        return (
+            f" Among them is a tensor of {whole[0]} bytes, as large as the whole model in fp32 ({4 * numel} "
+            "bytes): a whole flat copy of the parameters or gradients, kept from step to step? Keep only "
+            "this rank's shard; a whole buffer step() needs can be made inside it and let go."
+        )
+    return f" The largest tensors it keeps: {sizes[:4]} bytes."
+
+
+def _shared(volumes: dict) -> int:
+    """Elements of updated parameters a step sent to every rank: by all_gather, or by each rank
+    broadcasting its shard (torch's ZeroRedundancyOptimizer does that: the same bytes)."""
+    return volumes.get("all_gather", 0) + volumes.get("broadcast", 0)
+
+
 def _expect_zero_communication(
     where: str, step: int, stage: int, volumes: dict, counts: dict, numel: int, tensors: int, world_size: int
 ) -> None:
@@ -310,7 +350,17 @@ def _expect_zero_communication(
     if world_size == 1:
         return
     slack = world_size * tensors  # padding, if each tensor is padded on its own
-    gathered = volumes.get("all_gather", 0)
+    gathered = _shared(volumes)
+    scattered = volumes.get("reduce_scatter", 0)
+    reduced = volumes.get("all_reduce", 0)
+    gradients_scattered = stage == 1 or numel <= scattered
+    if reduced and not gathered and gradients_scattered and numel <= reduced:
+        fail(
+            f"{where}: step {step} shared the updated parameters with {counts['all_reduce']} all_reduce(s) "
+            f"of {reduced} elements (each rank's shard in a buffer of zeros, summed?) and no all_gather. "
+            "That gives every rank every shard, but an all_reduce sends twice an all_gather's bytes: "
+            "all_gather the updated shards."
+        )
     if stage == 1 and counts.get("all_reduce"):
         fail(
             f"{where}: step {step} issued {counts['all_reduce']} all_reduce(s). In stage 1 the gradients "
@@ -324,7 +374,6 @@ def _expect_zero_communication(
                 "gradients: a reduce_scatter gives it that, at half an all_reduce's cost. (An all_reduce "
                 "then a slice sends twice the bytes and keeps a whole gradient on every rank.)"
             )
-        scattered = volumes.get("reduce_scatter", 0)
         if not numel <= scattered <= numel + slack:
             fail(
                 f"{where}: step {step}'s reduce_scatters carried {scattered} elements; expected the "
@@ -332,9 +381,11 @@ def _expect_zero_communication(
             )
     if not numel <= gathered <= numel + slack:
         fail(
-            f"{where}: step {step}'s all_gathers carried {gathered} elements; expected the {numel} "
-            "updated parameters once (with a little padding): every rank needs every updated shard."
+            f"{where}: step {step}'s all_gathers (and broadcasts) carried {gathered} elements; expected "
+            f"the {numel} updated parameters once (with a little padding): every rank needs every "
+            "updated shard."
         )
-    others = {k: v for k, v in counts.items() if k not in ("all_gather", "reduce_scatter", "all_reduce")}
+    expected = ("all_gather", "broadcast", "reduce_scatter", "all_reduce")
+    others = {k: v for k, v in counts.items() if k not in expected}
     if others:
         fail(f"{where}: step {step} also issued {others}; the step needs none of them.")

@@ -16,25 +16,28 @@ fails even when the result is right.
 
 - `shards`: the sizes (`DIM`, `HIDDEN`), the inputs every rank holds by design, a rank's shards
   of Megatron's two layers, and the checks of a rank's result, collectives and their sizes.
-- `layers`: the lecture's all_gather MLP (`check_allgather_forward`), Megatron's column- and
-  row-parallel layers and their MLP (`check_column_parallel`, `check_row_parallel`,
-  `check_tensor_parallel_mlp`).
+- `layers`: the lecture's all_gather MLP with its backward (`check_allgather_mlp`), Megatron's
+  column- and row-parallel layers and their MLP (`check_column_parallel`, `check_row_parallel`,
+  `check_tensor_parallel_mlp`), each shard checked to hold its own storage.
 - `attention`: attention split by heads (`reference_attention`,
   `check_tensor_parallel_attention`).
-- `sequence`: sequence parallelism (`check_sequence_parallel`) and the cross-entropy over a
-  vocabulary split across the ranks (`check_vocab_parallel_cross_entropy`).
+- `block`: sequence parallelism, a LayerNorm and MLP block split by tokens and by features
+  (`check_sequence_parallel_block`), its gradients included.
+- `sequence`: the cross-entropy over a vocabulary split across the ranks
+  (`check_vocab_parallel_cross_entropy`), with logits far apart and targets on shard boundaries.
 """
 
 import launcher
 
 from .attention import ATTENTION_DIM, HEADS, check_tensor_parallel_attention, reference_attention
+from .block import SEQUENCE, check_sequence_parallel_block
 from .layers import (
-    check_allgather_forward,
+    check_allgather_mlp,
     check_column_parallel,
     check_row_parallel,
     check_tensor_parallel_mlp,
 )
-from .sequence import ROWS, SEQUENCE, VOCAB, check_sequence_parallel, check_vocab_parallel_cross_entropy
+from .sequence import ROWS, VOCAB, check_vocab_parallel_cross_entropy
 from .shards import DIM, HIDDEN
 
 launcher.preload("autograder.tensor_parallel")
@@ -47,10 +50,10 @@ __all__ = [
     "ROWS",
     "SEQUENCE",
     "VOCAB",
-    "check_allgather_forward",
+    "check_allgather_mlp",
     "check_column_parallel",
     "check_row_parallel",
-    "check_sequence_parallel",
+    "check_sequence_parallel_block",
     "check_tensor_parallel_attention",
     "check_tensor_parallel_mlp",
     "check_vocab_parallel_cross_entropy",

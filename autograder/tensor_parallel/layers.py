@@ -19,14 +19,16 @@ from .shards import (
     _column_shard,
     _counts,
     _expect,
+    _expect_own_storage,
     _nan_linear,
     _row_shard,
     _rows,
     _shared,
+    _storage,
     _type,
 )
 
-# -- exercise: the lecture's all_gather MLP ----------------------------------------------------
+# -- exercise: the lecture's all_gather MLP, forward and backward -------------------------------
 
 
 def _kept(module: Any, name: str) -> Any:
@@ -36,55 +38,110 @@ def _kept(module: Any, name: str) -> Any:
 
 
 def _allgather_on_rank(
-    rank: int, world_size: int, forward: Callable, seed: int, num_layers: int, batch: int
-) -> tuple:
+    rank: int, world_size: int, mlp: Callable, seed: int, num_layers: int, batch: int
+) -> dict:
     mine = private_generator()
     shards = [torch.randn(DIM, DIM // world_size, generator=mine) / math.sqrt(DIM) for _ in range(num_layers)]
-    x = torch.randn(batch, DIM, generator=_shared(seed, 1))
-    with CommLog() as log:
-        out = forward(x, [shard.clone() for shard in shards])
-    return out, log.summary(), shards
+    weights = [shard.clone().requires_grad_(True) for shard in shards]
+    x = torch.randn(batch, DIM, generator=_shared(seed, 1))  # data: it needs no gradient
+    upstream = torch.randn(batch, DIM, generator=mine)  # this rank's own term of the loss
+    with CommLog() as forward:
+        out = mlp(x, weights)
+    with CommLog() as backward:
+        # Only an output of the right shape with a path back to the weights can be differentiated;
+        # the check says what is wrong with any other.
+        if _type(out) is torch.Tensor and out.shape == (batch, DIM) and out.requires_grad:
+            (out * upstream).sum().backward()
+    return {
+        "out": out.detach() if _type(out) is torch.Tensor else out,
+        "differentiable": _type(out) is torch.Tensor and out.requires_grad,
+        "grads": [w.grad.clone() if isinstance(w.grad, torch.Tensor) else w.grad for w in weights],
+        "forward": forward.summary(),
+        "backward": backward.summary(),
+        "shards": shards,
+        "upstream": upstream,
+    }
 
 
-def check_allgather_forward(
-    forward: Callable, world_sizes: Sequence[int] = (2,), num_layers: int = 3, batch: int = 5
+def _unsharded_allgather_mlp(per_rank: list[dict], seed: int, batch: int, num_layers: int) -> tuple:
+    """The whole MLP from the ranks' shards: its output, each whole weight's gradient for the loss
+    that is the sum of the ranks' terms, and that gradient had only this rank's term been counted."""
+    weights = [
+        torch.cat([got["shards"][layer] for got in per_rank], dim=1).requires_grad_(True)
+        for layer in range(num_layers)
+    ]
+    out = torch.randn(batch, DIM, generator=_shared(seed, 1))
+    for weight in weights:
+        out = F.gelu(out @ weight)
+    upstreams = [got["upstream"] for got in per_rank]
+    whole = torch.autograd.grad(out, weights, sum(upstreams), retain_graph=True)
+    alone = [torch.autograd.grad(out, weights, upstream, retain_graph=True) for upstream in upstreams]
+    return out.detach(), whole, alone
+
+
+def check_allgather_mlp(
+    mlp: Callable, world_sizes: Sequence[int] = (2,), num_layers: int = 3, batch: int = 5
 ) -> None:
-    """Check ``forward(x, local_weights)``, the lecture's tensor-parallel MLP: each rank holds a
-    column slice of every layer's weight; every rank must end with the unsharded MLP's output,
-    each layer's all_gather carrying this rank's features of the activation."""
+    """Check ``mlp(x, local_weights)``, the lecture's tensor-parallel MLP with its backward: each
+    rank holds a column slice of every layer's weight and ends with the whole output; each rank
+    then backpropagates its own term of the loss (the loss is their sum), and each slice's
+    gradient must be its part of the whole weight's. One all_gather of this rank's features per
+    layer forward, one reduce_scatter of the whole activation's gradient per layer backward."""
     __tracebackhide__ = True
     for world_size in world_sizes:
         seed = fresh_seed()
         layers = counted(num_layers, "layer")
         what = f"the all_gather MLP on {counted(world_size, 'rank')}, {layers} of {DIM} x {DIM}"
-        per_rank = run_ranks(
-            _allgather_on_rank, world_size, forward, seed, num_layers, batch, what="the forward"
-        )
-        expected = torch.randn(batch, DIM, generator=_shared(seed, 1))
-        for layer in range(num_layers):
-            weight = torch.cat([shards[layer] for _, _, shards in per_rank], dim=1)
-            expected = F.gelu(expected @ weight)
-        for rank, (out, summary, _) in enumerate(per_rank):
-            if (
-                _type(out) is torch.Tensor
-                and world_size > 1
-                and out.shape == (batch * world_size, DIM // world_size)
-            ):
+        per_rank = run_ranks(_allgather_on_rank, world_size, mlp, seed, num_layers, batch, what="the MLP")
+        expected, whole, alone = _unsharded_allgather_mlp(per_rank, seed, batch, num_layers)
+        share = DIM // world_size
+        for rank, got in enumerate(per_rank):
+            out = got["out"]
+            if _type(out) is torch.Tensor and world_size > 1 and out.shape == (batch * world_size, share):
                 fail(
                     f"{what}: rank {rank}'s output has shape {tuple(out.shape)}: the gathered slices were "
-                    "stacked along the rows (the batch). Each rank's slice is some of the features: join "
-                    "them along dim 1."
+                    "stacked along the rows (the batch). Each rank's slice is some of the features."
                 )
             _expect(f"{what}: rank {rank}'s output", out, expected)
             if world_size > 1:
-                _counts(f"{what}: rank {rank}", summary, {"all_gather": num_layers})
-                _carried(
-                    f"{what}: rank {rank}",
-                    summary,
-                    "all_gather",
-                    batch * DIM // world_size,
-                    "its features of one layer's activation",
+                where = f"{what}: rank {rank}"
+                _counts(f"{where}, the forward pass", got["forward"], {"all_gather": num_layers})
+                _carried(where, got["forward"], "all_gather", batch * share, "its features of one activation")
+            if not got["differentiable"]:
+                fail(
+                    f"{what}: rank {rank}'s output does not require a gradient, though the weights do: "
+                    "nothing in the graph leads back to them. A collective called directly has no autograd "
+                    "formula; an autograd Function gives it one."
                 )
+            columns = _rows(DIM, rank, world_size)
+            for layer, grad in enumerate(got["grads"]):
+                hints = {}
+                if world_size > 1:
+                    hints["send back only this rank's own gradient, not the sum over the ranks"] = alone[
+                        rank
+                    ][layer][:, columns]
+                _expect(
+                    f"{what}: rank {rank}'s gradient of layer {layer}'s slice",
+                    grad,
+                    whole[layer][:, columns],
+                    hints,
+                )
+            if world_size > 1:
+                _backward_collectives(f"{what}: rank {rank}", got["backward"], num_layers, batch)
+
+
+def _backward_collectives(where: str, summary: dict, num_layers: int, batch: int) -> None:
+    """The backward pass: one reduce_scatter per layer of the whole activation's gradient."""
+    __tracebackhide__ = True
+    reduced = summary["collectives"].get("all_reduce", 0)
+    if reduced:
+        fail(
+            f"{where}: the backward pass issued {counted(reduced, 'all_reduce')}. Each rank needs the summed "
+            "gradient of its own features only: an all_reduce delivers every feature's to every rank, "
+            "twice the bytes of the collective that delivers each rank its share."
+        )
+    _counts(f"{where}, the backward pass", summary, {"reduce_scatter": num_layers})
+    _carried(where, summary, "reduce_scatter", batch * DIM, "its part of the whole activation's gradient")
 
 
 # -- exercise: Megatron's column- and row-parallel layers, and their MLP -------------------------
@@ -101,7 +158,8 @@ def _column_on_rank(rank: int, world_size: int, cls: Callable, seed: int, batch:
     x = torch.randn(batch, DIM, generator=_shared(seed, 2))
     with torch.no_grad(), CommLog() as log:
         out = layer(x)
-    return _kept(layer, "weight"), _kept(layer, "bias"), out, log.summary(), weight, bias, x
+    kept = _kept(layer, "weight"), _kept(layer, "bias")
+    return *kept, out, log.summary(), weight, bias, x, _storage(layer)
 
 
 def check_column_parallel(cls: Callable, world_sizes: Sequence[int] = (2,), batch: int = 5) -> None:
@@ -114,7 +172,7 @@ def check_column_parallel(cls: Callable, world_sizes: Sequence[int] = (2,), batc
         per_rank = run_ranks(
             _column_on_rank, world_size, cls, fresh_seed(), batch, what="ColumnParallelLinear"
         )
-        for rank, (kept_weight, kept_bias, out, summary, weight, bias, x) in enumerate(per_rank):
+        for rank, (kept_weight, kept_bias, out, summary, weight, bias, x, stored) in enumerate(per_rank):
             _expect(f"{what}: rank {rank}'s .weight (its rows of the full weight)", kept_weight, weight)
             _expect(f"{what}: rank {rank}'s .bias (its slice of the full bias)", kept_bias, bias)
             _expect(
@@ -123,6 +181,8 @@ def check_column_parallel(cls: Callable, world_sizes: Sequence[int] = (2,), batc
                 F.linear(x, weight, bias),
             )
             _counts(f"{what}: rank {rank}", summary, {})
+            shard_bytes = (weight.numel() + bias.numel()) * weight.element_size()
+            _expect_own_storage(f"{what}: rank {rank}", stored, shard_bytes)
 
 
 def _row_on_rank(rank: int, world_size: int, cls: Callable, seed: int, batch: int) -> tuple:
@@ -137,7 +197,8 @@ def _row_on_rank(rank: int, world_size: int, cls: Callable, seed: int, batch: in
     hidden = torch.randn(batch, HIDDEN // world_size, generator=mine)
     with torch.no_grad(), CommLog() as log:
         out = layer(hidden.clone())
-    return _kept(layer, "weight"), _kept(layer, "bias"), out, log.summary(), weight, hidden
+    kept = _kept(layer, "weight"), _kept(layer, "bias")
+    return *kept, out, log.summary(), weight, hidden, _storage(layer)
 
 
 def check_row_parallel(cls: Callable, world_sizes: Sequence[int] = (2,), batch: int = 5) -> None:
@@ -150,9 +211,9 @@ def check_row_parallel(cls: Callable, world_sizes: Sequence[int] = (2,), batch: 
         what = f"RowParallelLinear({HIDDEN} -> {DIM}) on {counted(world_size, 'rank')}"
         per_rank = run_ranks(_row_on_rank, world_size, cls, seed, batch, what="RowParallelLinear")
         bias = torch.randn(DIM, generator=_shared(seed, 3))
-        full = sum(hidden @ weight.T for *_, weight, hidden in per_rank) + bias
+        full = sum(hidden @ weight.T for *_, weight, hidden, _ in per_rank) + bias
         hints = {"add the bias on every rank before the all_reduce": full + (world_size - 1) * bias}
-        for rank, (kept_weight, kept_bias, out, summary, weight, hidden) in enumerate(per_rank):
+        for rank, (kept_weight, kept_bias, out, summary, weight, hidden, stored) in enumerate(per_rank):
             _expect(f"{what}: rank {rank}'s .weight (its columns of the full weight)", kept_weight, weight)
             _expect(f"{what}: rank {rank}'s .bias (the whole bias)", kept_bias, bias)
             alone = {
@@ -170,6 +231,9 @@ def check_row_parallel(cls: Callable, world_sizes: Sequence[int] = (2,), batch: 
                     batch * DIM,
                     "its partial sum of the output",
                 )
+            _expect_own_storage(
+                f"{what}: rank {rank}", stored, (weight.numel() + DIM) * weight.element_size()
+            )
 
 
 _MLP_PARAMETERS = ("fc1.weight", "fc1.bias", "fc2.weight", "fc2.bias")
@@ -208,6 +272,7 @@ def _mlp_on_rank(rank: int, world_size: int, cls: Callable, seed: int, batch: in
         "forward": forward.summary(),
         "backward": backward.summary(),
         "shards": (w1, b1, w2),
+        "stored": _storage(mlp),
     }
 
 
@@ -275,3 +340,5 @@ def check_tensor_parallel_mlp(cls: Callable, world_sizes: Sequence[int] = (2,), 
                 hints = {"all_reduce the output's gradient on its way back too": grad * world_size}
                 part = "the whole gradient" if name == "fc2.bias" else "its slice of the full gradient"
                 _expect(f"{where}: {name}'s gradient ({part})", got["grads"][name], grad, hints)
+            shard_bytes = sum(t.numel() * t.element_size() for t in got["shards"]) + DIM * 4
+            _expect_own_storage(where, got["stored"], shard_bytes)

@@ -1,5 +1,4 @@
-"""Notebook 05's checks of what is split along the tokens or the vocabulary: sequence
-parallelism, and the cross-entropy over a vocabulary split across the ranks."""
+"""Notebook 05's check of the cross-entropy over a vocabulary split across the ranks."""
 
 from __future__ import annotations
 
@@ -10,70 +9,70 @@ import torch.nn.functional as F
 
 from ..checks import counted, fail, fresh_seed, private_generator, run_ranks
 from ..comm import CommLog
-from .shards import DIM, _carried, _column_shard, _counts, _expect, _row_shard, _rows, _shared, _type
-
-# -- exercise: sequence parallelism --------------------------------------------------------------
-
-SEQUENCE = 12
-
-
-def _sequence_on_rank(rank: int, world_size: int, fn: Callable) -> tuple:
-    mine = private_generator()
-    x = torch.randn(SEQUENCE // world_size, DIM, generator=mine)
-    w1, _ = _column_shard(world_size, mine)
-    w2 = _row_shard(world_size, mine)
-    with torch.no_grad(), CommLog() as log:
-        out = fn(x.clone(), w1.clone(), w2.clone())
-    return out, log.summary(), (x, w1, w2)
-
-
-def check_sequence_parallel(fn: Callable, world_sizes: Sequence[int] = (2,)) -> None:
-    """Check ``fn(x_tokens, w1, w2)``: the MLP ``gelu(x @ w1.T) @ w2.T`` (no biases) with its input
-    and output split by tokens and its weights split as Megatron's; one all_gather of this rank's
-    tokens and one reduce_scatter of its part of every token's output, no all_reduce."""
-    __tracebackhide__ = True
-    for world_size in world_sizes:
-        what = f"the sequence-parallel MLP on {counted(world_size, 'rank')}, {SEQUENCE} tokens"
-        per_rank = run_ranks(_sequence_on_rank, world_size, fn, what="the sequence-parallel MLP")
-        x = torch.cat([shards[0] for _, _, shards in per_rank])
-        w1 = torch.cat([shards[1] for _, _, shards in per_rank])
-        w2 = torch.cat([shards[2] for _, _, shards in per_rank], dim=1)
-        full = F.gelu(x @ w1.T) @ w2.T
-        for rank, (out, summary, _) in enumerate(per_rank):
-            _expect(
-                f"{what}: rank {rank}'s output (its tokens)", out, full[_rows(SEQUENCE, rank, world_size)]
-            )
-            if world_size == 1:
-                continue
-            if summary["collectives"].get("all_reduce"):
-                fail(
-                    f"{what}: rank {rank} issued an all_reduce. An all_reduce leaves every rank the whole "
-                    "output, of which it keeps a slice; a reduce_scatter sends each rank only its tokens."
-                )
-            _counts(f"{what}: rank {rank}", summary, {"all_gather": 1, "reduce_scatter": 1})
-            tokens = SEQUENCE // world_size
-            _carried(f"{what}: rank {rank}", summary, "all_gather", tokens * DIM, "its tokens of the input")
-            _carried(
-                f"{what}: rank {rank}",
-                summary,
-                "reduce_scatter",
-                SEQUENCE * DIM,
-                "its part of every token's output",
-            )
-
+from .shards import _expect, _shared, _type
 
 # -- exercise: cross-entropy over a vocabulary split across ranks --------------------------------
 
-VOCAB, ROWS = 24, 6
+VOCAB, ROWS = 24, 8
 _NUMBERS_PER_ROW = 3  # a generous bound on what a rank needs to share per row: max, sum, target
+_OUTLIER = 200.0  # far enough above the rest that exp() of anything but the largest logit overflows
+
+
+def _targets(seed: int, world_size: int) -> torch.Tensor:
+    """The rows' targets: every rank's first and last entry of the vocabulary, where a shard
+    boundary off by one goes wrong, then random ones (the same on every rank and here)."""
+    width = VOCAB // world_size
+    edges = [i for rank in range(world_size) for i in (rank * width, (rank + 1) * width - 1)]
+    targets = torch.randint(0, VOCAB, (ROWS,), generator=_shared(seed, 8))
+    edges = torch.tensor(sorted(set(edges)))[:ROWS]
+    targets[: len(edges)] = edges
+    return targets
+
+
+def _outliers(seed: int) -> torch.Tensor:
+    """For each row, the index of a logit _OUTLIER above the rest, or -1: three rows have one,
+    one of them at its target. A constant shift (the mean, say) leaves exp(~200) = inf there."""
+    where = torch.full((ROWS,), -1)
+    where[1:3] = torch.randint(0, VOCAB, (2,), generator=_shared(seed, 9))
+    return where
 
 
 def _cross_entropy_on_rank(rank: int, world_size: int, fn: Callable, seed: int, scale: float) -> tuple:
-    logits = torch.randn(ROWS, VOCAB // world_size, generator=private_generator()) * 3 + scale
-    targets = torch.randint(0, VOCAB, (ROWS,), generator=_shared(seed, 8))
+    width = VOCAB // world_size
+    logits = torch.randn(ROWS, width, generator=private_generator()) * 3 + scale
+    targets = _targets(seed, world_size)
+    outliers = _outliers(seed)
+    outliers[ROWS - 1] = targets[ROWS - 1]
+    for row, index in enumerate(outliers.tolist()):
+        if rank * width <= index < (rank + 1) * width:
+            logits[row, index - rank * width] += _OUTLIER
     with torch.no_grad(), CommLog() as log:
-        loss = fn(logits.clone(), targets.clone(), rank * (VOCAB // world_size))
+        loss = fn(logits.clone(), targets.clone(), rank * width)
     return loss, log.summary(), logits
+
+
+def _boundary_mistakes(logits: torch.Tensor, targets: torch.Tensor, world_size: int) -> dict:
+    """The losses that a shard boundary off by one gives when a target is a rank's first entry (as
+    computed with the largest logit subtracted, where the target's logit was shifted too)."""
+    width = VOCAB // world_size
+    logits = logits.double()
+    total = torch.logsumexp(logits, dim=1)
+    right = logits.gather(1, targets[:, None])[:, 0]
+    first = (targets % width == 0) & (targets > 0)
+    before = logits.gather(1, (targets - 1).clamp(min=0)[:, None])[:, 0]
+    largest = logits.max(dim=1).values
+    # `local <= width`: the rank before also claims the target, adding its last logit (shifted)
+    claimed_twice = torch.where(first, right + before - largest, right)
+    # `local > 0`: no rank claims a target at the start of its shard
+    claimed_by_none = torch.where(targets % width == 0, largest, right)
+    return {
+        "let a rank also claim the first entry of the next rank's shard (a boundary off by one)": (
+            total - claimed_twice
+        ).mean(),
+        "let no rank claim the first entry of its own shard (a boundary off by one)": (
+            total - claimed_by_none
+        ).mean(),
+    }
 
 
 def check_vocab_parallel_cross_entropy(
@@ -91,16 +90,21 @@ def check_vocab_parallel_cross_entropy(
                 _cross_entropy_on_rank, world_size, fn, seed, scale, what="the cross-entropy"
             )
             logits = torch.cat([shard for _, _, shard in per_rank], dim=1)
-            targets = torch.randint(0, VOCAB, (ROWS,), generator=_shared(seed, 8))
+            targets = _targets(seed, world_size)
             expected = F.cross_entropy(logits.double(), targets)
             for rank, (loss, summary, _) in enumerate(per_rank):
                 if _type(loss) is torch.Tensor and loss.dim() == 0 and not torch.isfinite(loss):
                     fail(
-                        f"{what}: rank {rank}'s loss is {loss.item()}. exp() of logits near {scale:g} "
-                        "overflows: subtract the largest logit (over the whole vocabulary) before "
-                        "exponentiating."
+                        f"{what}: rank {rank}'s loss is {loss.item()}. exp() overflows float32 above 88.7, "
+                        f"and in some rows one logit is {_OUTLIER:g} above the rest of its row: what you "
+                        "subtract before exponentiating did not bring that logit down far enough."
                     )
-                _expect(f"{what}: rank {rank}'s loss", loss, expected)
+                _expect(
+                    f"{what}: rank {rank}'s loss",
+                    loss,
+                    expected,
+                    _boundary_mistakes(logits, targets, world_size),
+                )
                 for name, n in summary["contributed"]:
                     if n > _NUMBERS_PER_ROW * ROWS:
                         fail(

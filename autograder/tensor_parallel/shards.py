@@ -72,6 +72,36 @@ def _carried(what: str, summary: dict, name: str, elements: int, meaning: str) -
         )
 
 
+def _storage(module: Any) -> list[tuple[str, int, int]]:
+    """Inside a rank: each parameter of ``module``, the bytes it needs, and the bytes of the storage
+    it keeps alive (a slice of a tensor is a view that keeps the whole tensor's storage)."""
+    if not isinstance(module, nn.Module):
+        return []
+    return [
+        (name, p.numel() * p.element_size(), p.untyped_storage().nbytes())
+        for name, p in module.named_parameters()
+    ]
+
+
+def _expect_own_storage(what: str, stored: list[tuple[str, int, int]], shard_bytes: int) -> None:
+    """The parameters a rank keeps must hold its shards, and nothing larger: a view of the whole
+    weight keeps all of it alive on every rank, world_size times the memory of the shard."""
+    __tracebackhide__ = True
+    for name, needs, keeps in stored:
+        if keeps > needs:
+            fail(
+                f"{what}: .{name} holds {needs} bytes but keeps alive a storage of {keeps} bytes. It is a "
+                "view into the whole layer's weight (a slice shares its tensor's storage), so every rank "
+                "still holds the whole matrix: copy the shard into a tensor of its own."
+            )
+    total = sum(needs for _, needs, _ in stored)
+    if total > shard_bytes:
+        fail(
+            f"{what}: its parameters hold {total} bytes; this rank's shard is {shard_bytes}. Keep only "
+            "this rank's share of the layer (not the whole nn.Linear, nor a copy of it)."
+        )
+
+
 def _column_shard(world_size: int, mine: torch.Generator) -> tuple[torch.Tensor, torch.Tensor]:
     """This rank's rows of fc1 (DIM -> HIDDEN) and entries of its bias."""
     n = HIDDEN // world_size

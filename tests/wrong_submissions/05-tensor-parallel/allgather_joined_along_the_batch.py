@@ -1,4 +1,4 @@
-"""Joins the gathered slices along dim 0, the batch, where they are slices of the features.
+"""Joins the gathered slices along the batch, not the features.
 
 replaces: allgather
 fails: test_allgather test_allgather_more
@@ -6,13 +6,11 @@ fails: test_allgather test_allgather_more
 
 import torch
 import torch.distributed as dist
-import torch.nn.functional as F
 
 
-def allgather_mlp_forward(x, local_weights):
-    for w in local_weights:
-        local = F.gelu(x @ w)
+class AllGatherFeatures(AllGatherFeatures):  # noqa: F821 - the solution's, then changed
+    @staticmethod
+    def forward(ctx, local):
         pieces = [torch.empty_like(local) for _ in range(dist.get_world_size())]
-        dist.all_gather(pieces, local)
-        x = torch.cat(pieces, dim=0)
-    return x
+        dist.all_gather(pieces, local.contiguous())
+        return torch.cat(pieces, dim=0)

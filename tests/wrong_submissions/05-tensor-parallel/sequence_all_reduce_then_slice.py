@@ -6,13 +6,18 @@ fails: test_sequence test_sequence_more
 
 import torch
 import torch.distributed as dist
-import torch.nn.functional as F
 
 
-def sequence_parallel_mlp(x, w1, w2):
-    world_size, rank = dist.get_world_size(), dist.get_rank()
-    everyone = torch.empty(world_size * x.shape[0], x.shape[1])
-    all_gather_single(everyone, x.contiguous())  # noqa: F821 - the setup cell imports it
-    out = F.gelu(everyone @ w1.T) @ w2.T
-    dist.all_reduce(out)
-    return out[rank * x.shape[0] : (rank + 1) * x.shape[0]]
+class ScatterTokens(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, partial):
+        world_size, rank = dist.get_world_size(), dist.get_rank()
+        total = partial.clone()
+        dist.all_reduce(total)
+        return total.chunk(world_size)[rank].contiguous()
+
+    @staticmethod
+    def backward(ctx, grad):
+        everyone = torch.empty(dist.get_world_size() * grad.shape[0], grad.shape[1])
+        all_gather_single(everyone, grad.contiguous())  # noqa: F821 - the setup cell imports it
+        return everyone

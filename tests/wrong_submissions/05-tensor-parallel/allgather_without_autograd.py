@@ -1,4 +1,4 @@
-"""Puts the gathered slices in the wrong order: the last rank's features first.
+"""Keeps the lecture's plain all_gather: no gradient reaches the weights.
 
 replaces: allgather
 fails: test_allgather test_allgather_more
@@ -9,10 +9,10 @@ import torch.distributed as dist
 import torch.nn.functional as F
 
 
-def allgather_mlp_forward(x, local_weights):
+def allgather_mlp(x, local_weights):
     for w in local_weights:
         local = F.gelu(x @ w)
         pieces = [torch.empty_like(local) for _ in range(dist.get_world_size())]
         dist.all_gather(pieces, local)
-        x = torch.cat(pieces[::-1], dim=1)
+        x = torch.cat(pieces, dim=1)
     return x

@@ -1,0 +1,7 @@
+"""Expects an all_reduce of gradients that are equal on every rank to leave them as they are.
+
+replaces: predict_trap
+fails: test_predict_trap
+"""
+
+predicted_gradient_factor = 1

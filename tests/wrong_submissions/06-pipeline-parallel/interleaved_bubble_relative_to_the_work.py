@@ -1,0 +1,9 @@
+"""Megatron's (p - 1) / (v m): the idle time over the work, not over the step's time.
+
+replaces: interleaved_bubble
+fails: test_interleaved_bubble
+"""
+
+
+def interleaved_bubble(p, v, m):
+    return (p - 1) / (v * m)

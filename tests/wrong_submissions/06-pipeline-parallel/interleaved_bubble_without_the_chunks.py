@@ -1,0 +1,9 @@
+"""The bubble of the same pipeline without interleaving, (p - 1) / (m + p - 1), whatever v.
+
+replaces: interleaved_bubble
+fails: test_interleaved_bubble
+"""
+
+
+def interleaved_bubble(p, v, m):
+    return (p - 1) / (m + p - 1)
