@@ -15,7 +15,13 @@ gives an exercise's answer away.
 
 import launcher
 
-from .answers import check_choices, chosen_letters, expect_between
+from .answers import (
+    busbw_from_your_bandwidths,
+    check_choices,
+    chosen_letters,
+    expect_between,
+    expect_prediction,
+)
 from .benchmark import check_benchmark
 from .calls import check_collective_call
 from .sweep import SteadyTimer, check_sweep
@@ -25,10 +31,12 @@ launcher.preload("autograder.benchmarking")
 
 __all__ = [
     "SteadyTimer",
+    "busbw_from_your_bandwidths",
     "check_benchmark",
     "check_choices",
     "check_collective_call",
     "check_sweep",
     "chosen_letters",
     "expect_between",
+    "expect_prediction",
 ]

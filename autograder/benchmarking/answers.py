@@ -1,13 +1,16 @@
-"""Checks of answers that are not code: a choice among lettered statements, and the numbers of
-worked problems (a sanity range for the visible test, the exact answer for the hidden one)."""
+"""Checks of answers that are not code: a choice among lettered statements, the numbers of
+worked problems (a sanity range for the visible test), and predictions that may rest on an
+earlier answer of the student's."""
 
 from __future__ import annotations
 
 import math
-from collections.abc import Collection
+from collections.abc import Callable, Collection
 from typing import Any
 
-from ..checks import fail, plain_number
+import torch
+
+from ..checks import expect_close, fail, plain_number
 
 
 def chosen_letters(answer: Any, options: str, what: str) -> frozenset[str]:
@@ -59,3 +62,28 @@ def expect_between(value: Any, low: float, high: float, what: str, why: str) -> 
             f"{what} = {number:.4g} is outside the range any right answer falls in "
             f"({low:.3g} to {high:.3g}): {why}"
         )
+
+
+def busbw_from_your_bandwidths(
+    bandwidths: Callable, name: str, size_bytes: int, world_size: int, seconds: float
+) -> float | None:
+    """What the student's own ``bandwidths`` gives as the busbw of the collective ``name`` whose whole
+    array is ``size_bytes`` of float32, when a call takes ``seconds``; None where it cannot say."""
+    each_input = size_bytes // 4 // (world_size if name in ("all_gather", "gather") else 1)
+    try:
+        return plain_number(bandwidths(name, each_input, torch.float32, seconds, world_size)[1])
+    except Exception:  # noqa: BLE001 - an unsolved or broken exercise 1 is graded there, not here
+        return None
+
+
+def expect_prediction(
+    actual: Any, expected: float, what: str, *, yours: float | None = None, mistakes: dict | None = None
+) -> None:
+    """A prediction that the student may build on an earlier answer of theirs: right, or equal to
+    ``yours``, what their earlier answer gives for the right inputs. A slip in the earlier exercise
+    then costs points there only, not twice."""
+    __tracebackhide__ = True
+    number = plain_number(actual)
+    if yours is not None and number is not None and math.isclose(number, yours, rel_tol=1e-6):
+        return
+    expect_close(actual, expected, what, mistakes=mistakes)
