@@ -8,8 +8,8 @@
   `expect_worked_answer` for their hidden tests (it never shows the answer).
 - `comm`: `CommLog`, which records the collectives and messages a rank issues.
 - one module or package of checks per notebook: `collectives` (02), `benchmarking` (03),
-  `data_parallel` (04), `tensor_parallel` (05), `pipeline_parallel`, `pipeline_stage` and
-  `pipeline_costs` (06), `sharded_data_parallel` (07).
+  `data_parallel` (04), `tensor_parallel` (05), `pipeline_parallel` (06),
+  `sharded_data_parallel` (07), `combined_parallelism` (08).
 - `torch_compat`: the torch-version workarounds notebooks and checks share (torch 2.13's names
   for two collectives, torch's `fully_shard` and `full_tensor` made to work on older Gloo).
 
@@ -23,6 +23,7 @@ from .checks import (
     CheckFailed,
     FakeClock,
     expect_answer,
+    expect_between,
     expect_close,
     expect_equal,
     expect_matches_reference,
@@ -42,6 +43,7 @@ __all__ = [
     "CommLog",
     "FakeClock",
     "expect_answer",
+    "expect_between",
     "expect_close",
     "expect_equal",
     "expect_matches_reference",

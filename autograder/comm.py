@@ -126,7 +126,11 @@ class CommLog:
         if self.count_collectives:
             self._enter_collectives()
         group = dist.ProcessGroup
-        self._originals = {name: getattr(group, name) for name in ("send", "recv", "recv_anysource")}
+        names = ("send", "recv", "recv_anysource")
+        self._originals = {name: getattr(group, name) for name in names}
+        # What is put back: the class's own entries (getattr gives a function that, set back
+        # on the class, no longer binds the group it is called on).
+        self._saved = {name: vars(group)[name] for name in names}
         group.send = self._recording("send", self._originals["send"])
         group.recv = self._recording("recv", self._originals["recv"])
         group.recv_anysource = self._recording("recv", self._originals["recv_anysource"], any_source=True)
@@ -142,8 +146,8 @@ class CommLog:
         self._counting.__enter__()
 
     def __exit__(self, *exc: Any) -> None:
-        for name, original in self._originals.items():
-            setattr(dist.ProcessGroup, name, original)
+        for name, saved in self._saved.items():
+            setattr(dist.ProcessGroup, name, saved)
         if self._counting is None:
             self._sizing.__exit__(*exc)
             return
@@ -315,6 +319,7 @@ def recording_waits(events: list | None = None, deliver_on_wait: bool = False) -
     `_RecordedWork`).
     """
     real, real_collect = dist.ProcessGroup.allreduce, torch._C._collect_all
+    saved = vars(dist.ProcessGroup)["allreduce"]  # what is put back (see CommLog.__enter__)
     waited: list[bool] = []
     log = events if events is not None else []
 
@@ -341,5 +346,5 @@ def recording_waits(events: list | None = None, deliver_on_wait: bool = False) -
     try:
         yield waited
     finally:
-        dist.ProcessGroup.allreduce = real
+        dist.ProcessGroup.allreduce = saved
         torch._C._collect_all = real_collect

@@ -1,7 +1,8 @@
 """Notebook 07's helpers: `full_tensor`, which its students call on whatever torch they have (before
 2.13, torch's own `DTensor.full_tensor` fails on Gloo, and `gather_rows` does its work); the rule
-the checks hold `fully_shard`'s traffic to, against torch itself; what a ZeRO rank's kept storages
-say about its mistake."""
+the checks hold `fully_shard`'s traffic to, against torch itself, in fp32 and in mixed precision;
+what a ZeRO rank's kept storages say about its mistake; what the ZeRO-2 and FSDP checks watch during
+backward."""
 
 from __future__ import annotations
 
@@ -9,7 +10,13 @@ import pytest
 import torch
 from torch import nn
 
-from autograder.sharded_data_parallel import fully_shard_traffic_reference
+from autograder.sharded_data_parallel import (
+    fully_shard_bytes_reference,
+    fully_shard_traffic_reference,
+    measure_fully_shard_step,
+)
+from autograder.sharded_data_parallel.buckets import PeakBytes, gradients_loss
+from autograder.sharded_data_parallel.prefetch import expect_prefetch
 from autograder.sharded_data_parallel.zero import _kept_hint
 from autograder.torch_compat import full_tensor, gather_rows
 from launcher import launch
@@ -80,3 +87,45 @@ def test_the_kept_storages_name_the_mistake() -> None:
     whole_master_copy = [64, 32, 32]
     hint = _kept_hint(whole_master_copy, shapes, 16)
     assert "whole flat copy" in hint and "two moments" not in hint
+
+
+@pytest.mark.parametrize("world_size", [1, 3])
+@pytest.mark.parametrize("reshard", [True, False])
+def test_the_mixed_precision_rule_is_what_fully_shard_sends_and_keeps(world_size: int, reshard: bool) -> None:
+    layers = [(6, 3), (2, 6), (5, 2)]
+    expected = fully_shard_bytes_reference(layers, world_size, reshard)
+    for measured in launch(measure_fully_shard_step, world_size, layers, reshard, backend="gloo"):
+        assert measured == expected
+
+
+def test_the_gradients_loss_gives_each_parameter_its_gradient_last_first() -> None:
+    params = [torch.zeros(3, requires_grad=True) for _ in range(4)]
+    grads = [torch.full((3,), float(i)) for i in range(4)]
+    order = []
+    for i, p in enumerate(params):
+        p.register_post_accumulate_grad_hook(lambda p, i=i: order.append(i))
+    gradients_loss(params, grads).backward()
+    assert order == [3, 2, 1, 0]
+    assert all(torch.equal(p.grad, g) for p, g in zip(params, grads, strict=True))
+
+
+def test_the_peak_counts_what_is_alive_at_once() -> None:
+    peak = PeakBytes()
+    with peak:
+        a = torch.zeros(100)  # 400 bytes
+        b = torch.zeros(50)  # 600 at once
+        del a
+        c = torch.zeros(10)  # 240
+    assert peak.peak == 600 and b.numel() + c.numel() == 60
+
+
+def test_a_prefetch_is_started_before_the_layer_computes_and_waited_after() -> None:
+    forward = [("gather", 0), ("wait", 0), ("gather", 1), ("compute", 0), ("wait", 1), ("compute", 1)]
+    backward = [("gather", 2), ("wait", 2), ("gather", 3), ("compute", 1), ("wait", 3), ("compute", 0)]
+    expect_prefetch("model", 1, forward + backward, len(forward), 2)
+    blocking = [("gather", 0), ("wait", 0), ("gather", 1), ("wait", 1), ("compute", 0), ("compute", 1)]
+    with pytest.raises(AssertionError, match="waited on"):
+        expect_prefetch("model", 1, blocking + backward, len(blocking), 2)
+    late = [("gather", 0), ("wait", 0), ("compute", 0), ("gather", 1), ("wait", 1), ("compute", 1)]
+    with pytest.raises(AssertionError, match="before layer 1's all_gather started"):
+        expect_prefetch("model", 1, late + backward, len(late), 2)

@@ -38,7 +38,7 @@ def pipeline_explorer(simulate: Callable, one_f_one_b: Callable, bubble_fraction
     import ipywidgets as widgets
     from IPython.display import display
 
-    from autograder.pipeline_stage import gpipe_order, peak_alive
+    from autograder.pipeline_parallel import gpipe_order, peak_alive
 
     stages = widgets.IntSlider(value=4, min=1, max=8, description="stages p")
     microbatches = widgets.IntSlider(value=8, min=1, max=24, description="micro-batches m")

@@ -4,8 +4,8 @@
 - `benchmark`: a benchmark, graded on what it does in order and what it returns, never on speed
   (`check_benchmark`);
 - `sweep`: a sweep over message sizes (`check_sweep`);
-- `answers`: a choice among statements (`check_choices`) and worked problems' numbers
-  (`expect_between` for a sanity range; their hidden tests use `autograder.expect_worked_answer`);
+- `answers`: a choice among statements (`check_choices`), and predictions that may rest on an
+  earlier answer of the student's (`expect_prediction`);
 - `standin` and `recording`: what they share, a stand-in GPU that tells which tensors would be on
   the device, and a record of each rank's operations.
 
@@ -19,7 +19,6 @@ from .answers import (
     busbw_from_your_bandwidths,
     check_choices,
     chosen_letters,
-    expect_between,
     expect_prediction,
 )
 from .benchmark import check_benchmark
@@ -37,6 +36,5 @@ __all__ = [
     "check_collective_call",
     "check_sweep",
     "chosen_letters",
-    "expect_between",
     "expect_prediction",
 ]

@@ -45,25 +45,6 @@ def check_choices(answer: Any, right: Collection[str], options: str, what: str, 
         fail(f"{what}: {' and '.join(parts)}. {hint}")
 
 
-def _number(value: Any, what: str) -> float:
-    __tracebackhide__ = True
-    number = plain_number(value)
-    if number is None or type(number) is bool or not math.isfinite(number):
-        fail(f"{what}: expected a number, got {value!r:.120}.")
-    return float(number)
-
-
-def expect_between(value: Any, low: float, high: float, what: str, why: str) -> None:
-    """A sanity range: not the answer, only where any reasonable answer must fall, and why."""
-    __tracebackhide__ = True
-    number = _number(value, what)
-    if not low <= number <= high:
-        fail(
-            f"{what} = {number:.4g} is outside the range any right answer falls in "
-            f"({low:.3g} to {high:.3g}): {why}"
-        )
-
-
 def busbw_from_your_bandwidths(
     bandwidths: Callable, name: str, size_bytes: int, world_size: int, seconds: float
 ) -> float | None:

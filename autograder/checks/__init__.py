@@ -1,10 +1,10 @@
 """The checking tools every notebook's checks share, and that test cells call directly.
 
 - `expect`: compare a student's answer with the right one (`expect_close`, `expect_equal`,
-  `expect_tensor`, `expect_floats`; `expect_answer` and `expect_whole_number` for worked
-  problems, and `expect_worked_answer`, which tells a wrong answer where to look but never the
-  answer, for hidden tests), raising `CheckFailed` with a message that names the mistake where
-  it can.
+  `expect_tensor`, `expect_floats`; for worked problems, `expect_between`, the sanity range
+  of a visible test, and `expect_worked_answer`, which tells a wrong answer of a hidden test
+  where to look but never the answer; `expect_answer` and `expect_whole_number`, which explain), raising
+  `CheckFailed` with a message that names the mistake where it can.
 - `ranks`: run a function on ranks for a test (`run_ranks`), with inputs no other rank can know
   (`private_generator`), and compare what the ranks returned.
 - `timing`: check code that times things (`FakeClock`, on the CPU or a stand-in GPU;
@@ -17,6 +17,7 @@ from .expect import (
     close_floats,
     counted,
     expect_answer,
+    expect_between,
     expect_close,
     expect_equal,
     expect_floats,
@@ -50,6 +51,7 @@ __all__ = [
     "counted",
     "describe_event",
     "expect_answer",
+    "expect_between",
     "expect_close",
     "expect_equal",
     "expect_floats",

@@ -91,6 +91,11 @@ def expect_equal(actual: Any, expected: Any, what: str, *, mistakes: dict[str, A
     fail(message)
 
 
+# The tensor types a check compares: a subclass may define __torch_function__ and make
+# torch.equal or allclose say whatever it likes. (A Parameter turns that off.)
+PLAIN_TENSORS = (torch.Tensor, torch.nn.Parameter)
+
+
 def same_value(actual: Any, expected: Any) -> bool:
     """Whether ``actual`` is ``expected``'s value, judged by ``expected``'s type, not ``actual``'s."""
     if isinstance(expected, (list, tuple)):
@@ -116,7 +121,7 @@ def same_value(actual: Any, expected: Any) -> bool:
     if isinstance(expected, str):
         return isinstance(actual, str) and str.__eq__(actual, expected) is True
     if isinstance(expected, torch.Tensor):
-        return isinstance(actual, torch.Tensor) and _same(actual, expected, exact=True)
+        return type(actual) in PLAIN_TENSORS and _same(actual, expected, exact=True)
     return type(actual) is type(expected) and bool(actual == expected)
 
 
@@ -135,6 +140,11 @@ def expect_tensor(
     __tracebackhide__ = True
     if not isinstance(actual, torch.Tensor):
         fail(f"{what}: expected a tensor, got {_short(actual)} ({type(actual).__name__}).")
+    if type(actual) not in PLAIN_TENSORS:
+        fail(
+            f"{what}: expected a torch.Tensor, got {type(actual).__name__}, a subclass of it, which can "
+            "change what comparing it does: return a plain tensor (x.as_subclass(torch.Tensor))."
+        )
     if actual.shape != expected.shape:
         message = f"{what}: expected shape {tuple(expected.shape)}, got {tuple(actual.shape)}."
     elif actual.dtype != expected.dtype:
@@ -281,3 +291,17 @@ def expect_worked_answer(
             message += f" That is what you get if you {mistake}."
             break
     fail(f"{message} {hint}")
+
+
+def expect_between(value: Any, low: float, high: float, what: str, why: str) -> None:
+    """A worked problem's visible test: not the answer, only the range any reasonable answer falls
+    in, and ``why``, so that a slip of units or of a factor of the world size shows at once."""
+    __tracebackhide__ = True
+    number = plain_number(value)
+    if number is None or type(number) is bool or not math.isfinite(number):
+        fail(f"{what}: expected a number, got {_short(value)}.")
+    if not low <= number <= high:
+        fail(
+            f"{what} = {number:.4g} is outside the range any right answer falls in "
+            f"({low:.3g} to {high:.3g}): {why}"
+        )

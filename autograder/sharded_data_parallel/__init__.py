@@ -14,6 +14,10 @@ whole weights were alive in the rank's memory after each tensor operation.
 - `clipping`: clipping sharded gradients by their global norm (`check_clip_sharded`);
 - `torch_fsdp`: training with torch's `fully_shard` (`check_fully_shard`), and what it sends in a
   step (`check_fully_shard_traffic`);
+- `mixed`: `fully_shard` in mixed precision: the bytes it sends and holds, predicted
+  (`check_fully_shard_bytes`) and measured (`measure_fully_shard_step`);
+- `buckets` and `prefetch`: what the ZeRO-2 and FSDP checks watch during backward (the bytes alive
+  at once; the order of all_gathers, their waits and the products with whole weights);
 - `common`: what they share: the mode that watches what a rank keeps, the volumes its collectives
   carried, comparing parameters with the reference.
 
@@ -28,8 +32,10 @@ import launcher
 
 from ..data_parallel import make_batch, make_mlp, mse
 from ..torch_compat import full_tensor, fully_shard, gather_rows
+from .buckets import PeakBytes
 from .clipping import check_clip_sharded
 from .fsdp import check_fsdp, make_layers
+from .mixed import check_fully_shard_bytes, fully_shard_bytes_reference, measure_fully_shard_step
 from .torch_fsdp import check_fully_shard, check_fully_shard_traffic, fully_shard_traffic_reference
 from .zero import (
     check_shard_pieces,
@@ -42,21 +48,25 @@ from .zero import (
 launcher.preload("autograder.sharded_data_parallel", "torch.distributed.fsdp")
 
 __all__ = [
+    "PeakBytes",
     "check_clip_sharded",
     "check_fsdp",
     "check_fully_shard",
+    "check_fully_shard_bytes",
     "check_fully_shard_traffic",
     "check_shard_pieces",
     "check_zero_memory",
     "check_zero_optimizer",
     "flat_pieces_reference",
     "full_tensor",
+    "fully_shard_bytes_reference",
     "fully_shard_traffic_reference",
     "fully_shard",
     "gather_rows",
     "make_batch",
     "make_layers",
     "make_mlp",
+    "measure_fully_shard_step",
     "mse",
     "zero_memory_reference",
 ]

@@ -1,6 +1,7 @@
 """Check of notebook 07's FSDP MLP: trained on sharded layers it equals one process's SGD, each rank
-holds at most two layers' whole weights at once (watched after every tensor operation), and each
-step moves 3 Ψ."""
+holds at most two layers' whole weights at once (watched after every tensor operation), prefetches
+(each all_gather started before the layer before it computes, and waited on after: `prefetch`), and
+each step moves 3 Ψ."""
 
 from __future__ import annotations
 
@@ -20,6 +21,7 @@ from ..checks import counted, fail, fresh_seed, private_generator, run_ranks, te
 from ..comm import CommLog
 from ..data_parallel import mse
 from .common import _compare, _counts, _params_like, _type, _volumes
+from .prefetch import compute_events, expect_prefetch, recording_gathers
 
 
 def make_layers(dims: Sequence[int], seed: int) -> list[nn.Linear]:
@@ -40,6 +42,7 @@ def _forward_alone(layers: list[nn.Linear], x: torch.Tensor) -> torch.Tensor:
 _EMPTY_OPS = frozenset(
     {"empty", "empty_like", "new_empty", "new_empty_strided", "empty_strided", "empty_permuted"}
 )
+_PRODUCTS = frozenset({"mm", "addmm", "bmm", "baddbmm", "matmul", "mv", "addmv", "linear"})
 _SAMPLES = 16  # values of each weight, spread over it, that a tensor holding it whole must hold
 
 
@@ -59,6 +62,7 @@ class _LayersAlive(TorchDispatchMode):
         self.tracked: list[weakref.ref] = []
         self.peak, self.when, self.layers_at_peak = 0, "", ()
         self.after_collective = False
+        self.events: list | None = None  # where products with a whole weight are noted, if given
         self.set_weights(weights)
 
     def set_weights(self, weights: list[torch.Tensor]) -> None:
@@ -70,8 +74,10 @@ class _LayersAlive(TorchDispatchMode):
         self.smallest = min(w.numel() for w in weights)
 
     def __torch_dispatch__(self, func: Any, types: Any, args: tuple = (), kwargs: dict | None = None) -> Any:
-        out = func(*args, **(kwargs or {}))
         name = func.overloadpacket.__name__
+        if self.events is not None and name in _PRODUCTS:
+            self.events += compute_events(tensors_in(args), self.samples, _SAMPLES, self.smallest)
+        out = func(*args, **(kwargs or {}))
         made = [t for t in tensors_in(out) if t.is_floating_point()]
         if name in _EMPTY_OPS:
             for t in made:
@@ -148,18 +154,23 @@ def _fsdp_on_rank(
             f"(a layer's weight and bias, flattened, padded, split {world_size} ways); got {got}"
         )
     generator = private_generator()
-    data, volumes, counts, peaks, unsharded, forward_counts = [], [], [], [], [], []
+    data, volumes, counts, peaks, unsharded, forward_counts, orders = [], [], [], [], [], [], []
     for _ in range(steps):
         x, y = (
             torch.randn(rows, dims[0], generator=generator),
             torch.randn(rows, dims[-1], generator=generator),
         )
         data.append((x, y))
-        with CommLog(count_collectives=False) as log, alive:
+        events: list = []
+        alive.events = events
+        with CommLog(count_collectives=False) as log, recording_gathers(events), alive:
             loss = mse(model(x), y)
             in_forward = len(log.calls)  # the loss issues none: these are forward's
+            forward_end = len(events)
             loss.backward()
             alive.look("backward")
+        alive.events = None
+        orders.append((events, forward_end))
         summary = log.summary()
         volumes.append(_volumes(summary))
         counts.append(_counts(summary))
@@ -185,6 +196,7 @@ def _fsdp_on_rank(
         "peaks": peaks,
         "keeps_full": keeps_full,
         "bad_grads": unsharded,
+        "orders": orders,
     }
 
 
@@ -198,8 +210,9 @@ def check_fsdp(
 ) -> None:
     """Check an FSDP model, ``make_model(layers)``: trained with SGD on its ``shards`` for ``steps``
     steps, its layers equal one process's on every rank's batch together; each rank holds the whole
-    weights of at most two layers at once, and each step moves 3 Ψ (all_gather in forward and in
-    backward, reduce_scatter of the gradients)."""
+    weights of at most two layers at once, prefetches the next layer in forward and the previous one
+    in backward, and each step moves 3 Ψ (all_gather in forward and in backward, reduce_scatter of
+    the gradients)."""
     __tracebackhide__ = True
     name = getattr(make_model, "__name__", "the model")
     seed = fresh_seed() % (1 << 31)
@@ -238,6 +251,7 @@ def check_fsdp(
             ):
                 if world_size > 1:
                     _expect_fsdp_step(where, step, volumes, counts, forward, peak, numel, padded)
+                    expect_prefetch(where, step, *result["orders"][step - 1], len(dims) - 1)
             _params_like(where, result["params"], reference)
             _compare(
                 where,

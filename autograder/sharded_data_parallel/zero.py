@@ -14,6 +14,7 @@ from torch import nn
 
 from ..checks import counted, expect_close, expect_equal, fail, fresh_seed, private_generator, run_ranks
 from ..comm import CommLog
+from .buckets import PeakBytes, gradients_loss
 from .common import _close, _compare, _counts, _params_like, _Storages, _volumes
 
 GRADIENT_SCALE = 0.01  # the checks' gradients are N(0, 0.01^2): with eps=0.01, Adam sees a missing 1/n
@@ -185,24 +186,36 @@ def _zero_on_rank(
     seed: int,
     averaged: bool,
 ) -> dict:
+    """Stage 1 (``averaged``): each step's gradients are put in ``.grad``, averaged as DDP would.
+    Stage 2: they come from a backward, each rank's own, and the optimizer's hooks take them."""
     params = _initial_params(shapes, seed)  # the same on every rank, as after DDP's broadcast
     generator = private_generator()  # this rank's gradients: no other rank can know them
     storages = _Storages()
-    drawn, volumes, counts, kept_grads = [], [], [], []
+    drawn, volumes, counts, kept_grads, in_backward, peaks = [], [], [], [], [], []
     storages.hand_over(params)
     with storages:
         optimizer = make_optimizer(params, **hyper)
     for _ in range(steps):
         local = [GRADIENT_SCALE * torch.randn(p.shape, generator=generator) for p in params]
         drawn.append(local)
-        for p, g in zip(params, local, strict=True):
-            p.grad = g.clone()
-            if averaged:  # what DDP did before the optimizer's step: every rank has the average
-                dist.all_reduce(p.grad)
-                p.grad /= world_size
-        storages.hand_over([*params, *(p.grad for p in params)])
-        with CommLog(count_collectives=False) as log, storages:
-            optimizer.step()
+        with CommLog(count_collectives=False) as log:
+            if averaged:
+                for p, g in zip(params, local, strict=True):
+                    p.grad = g.clone()
+                    dist.all_reduce(p.grad)  # what DDP did before the optimizer's step
+                    p.grad /= world_size
+                log.calls.clear()
+            else:
+                loss = gradients_loss(params, local)
+                peak = PeakBytes()
+                with storages, peak:
+                    loss.backward()
+                del loss
+                in_backward.append(_volumes(log.summary()))
+                peaks.append((peak.peak, peak.when))
+            storages.hand_over([*params, *(p.grad for p in params)])
+            with storages:
+                optimizer.step()
         summary = log.summary()
         volumes.append(_volumes(summary))
         counts.append(_counts(summary))
@@ -217,6 +230,8 @@ def _zero_on_rank(
         "counts": counts,
         "kept_sizes": kept,
         "kept_grads": kept_grads,
+        "in_backward": in_backward,
+        "peaks": peaks,
     }
 
 
@@ -242,20 +257,27 @@ def check_zero_optimizer(
     weight_decay: float = 0.1,
     eps: float = 0.01,
     betas: tuple[float, float] | None = None,
+    bucket_numel: int | None = None,
 ) -> None:
-    """Check a ZeRO optimizer, ``make_optimizer(params, lr=, eps=, weight_decay=[, betas=])`` with a
-    ``step()``: after ``steps`` steps every rank's parameters equal plain AdamW's on the average of
-    the ranks' gradients; each rank keeps about 1/n of the state; stage 1 receives gradients
-    already averaged, stage 2 each rank's own and reduce_scatters them."""
+    """Check a ZeRO optimizer, ``make_optimizer(params, lr=, eps=, weight_decay=[, betas=]
+    [, bucket_numel=])`` with a ``step()``: after ``steps`` steps every rank's parameters equal plain
+    AdamW's on the average of the ranks' gradients; each rank keeps about 1/n of the state. Stage 1
+    receives gradients already averaged; stage 2 gets each rank's own from a backward, and must
+    reduce_scatter them in buckets of about ``bucket_numel`` elements while backward runs, holding
+    no more than a few buckets and its shard at once."""
     __tracebackhide__ = True
     name = getattr(make_optimizer, "__name__", "the optimizer")
-    hyper = {"lr": lr, "eps": eps, "weight_decay": weight_decay}
+    hyper: dict[str, Any] = {"lr": lr, "eps": eps, "weight_decay": weight_decay}
     if betas is not None:
         hyper["betas"] = tuple(betas)
+    if stage == 2:
+        hyper["bucket_numel"] = bucket_numel or max(math.prod(s) for s in shapes)
     numel = sum(math.prod(s) for s in shapes)
     seed = fresh_seed() % (1 << 31)
     for world_size in world_sizes:
         what = f"{name} on {counted(world_size, 'rank')}, {numel} parameters in {len(shapes)} tensors"
+        if stage == 2:
+            what += f", buckets of {hyper['bucket_numel']} elements"
         per_rank = run_ranks(
             _zero_on_rank, world_size, make_optimizer, list(shapes), steps, hyper, seed, stage == 1, what=name
         )
@@ -263,11 +285,13 @@ def check_zero_optimizer(
             [sum(r["grads"][s][i] for r in per_rank) / world_size for i in range(len(shapes))]
             for s in range(steps)
         ]
-        reference = _adamw_reference(shapes, seed, average, hyper)
-        summed = _adamw_reference(shapes, seed, [[g * world_size for g in step] for step in average], hyper)
-        default_betas = _adamw_reference(shapes, seed, average, {**hyper, "betas": (0.9, 0.999)})
+        adamw = {k: v for k, v in hyper.items() if k != "bucket_numel"}
+        reference = _adamw_reference(shapes, seed, average, adamw)
+        summed = _adamw_reference(shapes, seed, [[g * world_size for g in step] for step in average], adamw)
+        default_betas = _adamw_reference(shapes, seed, average, {**adamw, "betas": (0.9, 0.999)})
         share = -(-numel // world_size)
-        allowed = (12 if stage == 1 else 16) * share + 256
+        # Stage 2's shard is a piece of each bucket, each bucket padded on its own.
+        allowed = (12 * share if stage == 1 else 16 * (share + len(shapes))) + 256
         for rank, result in enumerate(per_rank):
             where = f"{what}: rank {rank}"
             _params_like(where, result["params"], reference)
@@ -278,6 +302,11 @@ def check_zero_optimizer(
                     f"its 1/{world_size} share is {share} elements, so it may keep at most {allowed} bytes "
                     f"({12 if stage == 1 else 16} bytes per element of its shard, and 256 more)."
                     f"{_kept_hint(result['kept_sizes'], shapes, numel)}"
+                    + (
+                        " A bucket's flat gradient is not needed once it is sent: keep only its shard."
+                        if stage == 2
+                        else ""
+                    )
                 )
             if stage == 2 and any(any(kept) for kept in result["kept_grads"]):
                 fail(
@@ -287,6 +316,11 @@ def check_zero_optimizer(
             mistakes = {}
             if stage == 2 and world_size > 1:
                 mistakes["sum the gradients over the ranks without dividing by the world size"] = summed
+                mistakes[
+                    "divide by the world size twice (a reduce_scatter with ReduceOp.AVG has averaged already)"
+                ] = _adamw_reference(
+                    shapes, seed, [[g / world_size for g in step] for step in average], adamw
+                )
             if tuple(hyper.get("betas", (0.9, 0.999))) != (0.9, 0.999):
                 mistakes[f"use betas (0.9, 0.999) where the optimizer was given betas={hyper['betas']}"] = (
                     default_betas
@@ -309,6 +343,42 @@ def check_zero_optimizer(
                 _expect_zero_communication(
                     where, step, stage, volumes, counts, numel, len(shapes), world_size
                 )
+            if stage == 2 and world_size > 1:
+                _expect_buckets_in_backward(where, result, shapes, hyper["bucket_numel"], share)
+
+
+def _expect_buckets_in_backward(
+    where: str, result: dict, shapes: Sequence[tuple[int, ...]], bucket_numel: int, share: int
+) -> None:
+    """Stage 2: every gradient reduce_scattered before backward returned, and at no moment of
+    backward more than this rank's shard and a few buckets alive (the whole gradient is more)."""
+    __tracebackhide__ = True
+    numel = sum(math.prod(s) for s in shapes)
+    largest = max(math.prod(s) for s in shapes)
+    bucket = max(bucket_numel, largest)
+    # The bucket being filled, the gradient arriving, a copy made to pad or send it, and one more
+    # that Gloo may hold a moment after sending it; this rank's shard of every bucket.
+    allowed = 4 * (share + len(shapes) + 3 * bucket + largest) + 1024
+    if numel >= 8 * bucket:  # many buckets large: in any case less than the whole gradient
+        allowed = min(allowed, 4 * numel - 1)
+    for step, (scattered, (peak, when)) in enumerate(
+        zip(result["in_backward"], result["peaks"], strict=True), 1
+    ):
+        sent = scattered.get("reduce_scatter", 0)
+        if sent < numel:
+            fail(
+                f"{where}: in step {step}, the reduce_scatters issued while backward ran carried {sent} of "
+                f"the {numel} gradients. Each bucket should be reduced from the gradient hooks as soon as "
+                "its last gradient is in, during backward, not after it (in step())."
+            )
+        if peak > allowed:
+            fail(
+                f"{where}: in step {step}, the tensors made while backward ran held {peak} bytes at once "
+                f"(after torch's {when}); the whole fp32 gradient is {4 * numel} bytes, while buckets of "
+                f"{bucket_numel} elements and this rank's shard need no more than about {allowed}. Copy each "
+                "gradient into its bucket and drop it (p.grad = None), reduce_scatter each bucket when it is "
+                "full, and keep no bucket once it is sent: only its shard."
+            )
 
 
 def _kept_hint(sizes: list[int], shapes: Sequence[tuple[int, ...]], numel: int) -> str:

@@ -9,35 +9,28 @@ import torch.distributed as dist
 import torch.nn.functional as F
 
 
-class AllReduces(torch.autograd.Function):
-    @staticmethod
-    def forward(ctx, x, shard, out_features, in_features):
-        flat = gather_shards(shard)  # noqa: F821 - the solution cell defines it
-        weight = flat[: out_features * in_features].view(out_features, in_features)
-        bias = flat[out_features * in_features : out_features * (in_features + 1)]
-        ctx.save_for_backward(x, shard)
-        ctx.dims = (out_features, in_features)
-        return F.linear(x, weight, bias)
-
+class AllReduces(ShardedLinear):  # noqa: F821 - the solution cell defines it
     @staticmethod
     def backward(ctx, grad_output):
         x, shard = ctx.saved_tensors
-        out_features, in_features = ctx.dims
-        flat = gather_shards(shard)  # noqa: F821
+        model, i = ctx.model, ctx.i
+        out_features, in_features = model.dims[i]
+        flat = model.gathered(i)
+        model.prefetch(i - 1)
         weight = flat[: out_features * in_features].view(out_features, in_features)
+        grad_x = grad_output @ weight
         grad_flat = torch.zeros_like(flat)
         grad_flat[: out_features * in_features] = (grad_output.T @ x).reshape(-1)
         grad_flat[out_features * in_features : out_features * (in_features + 1)] = grad_output.sum(0)
         dist.all_reduce(grad_flat)
-        low = dist.get_rank() * shard.numel()
-        grad_shard = grad_flat[low : low + shard.numel()] / dist.get_world_size()
-        return grad_output @ weight, grad_shard, None, None
+        rank, size = dist.get_rank(), shard.numel()
+        return grad_x, grad_flat[rank * size : (rank + 1) * size] / dist.get_world_size(), None, None
 
 
 class FSDPMLP(FSDPMLP):  # noqa: F821 - the solution cell defines it
     def forward(self, x):
-        for i, (shard, (out_features, in_features)) in enumerate(zip(self.shards, self.dims, strict=True)):
-            x = AllReduces.apply(x, shard, out_features, in_features)
+        for i, shard in enumerate(self.shards):
+            x = AllReduces.apply(x, shard, self, i)
             if i < len(self.shards) - 1:
                 x = F.gelu(x)
         return x

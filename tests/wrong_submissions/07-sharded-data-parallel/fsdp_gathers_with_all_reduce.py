@@ -1,5 +1,5 @@
-"""Gathers each layer's weights with an all_reduce of a buffer holding this rank's shard and zeros
-elsewhere: the right weights, at twice an all_gather's bytes.
+"""Gathers (and prefetches) each layer's weights with an asynchronous all_reduce of a buffer
+holding this rank's shard and zeros elsewhere: the right weights, at twice an all_gather's bytes.
 
 replaces: fsdp
 fails: test_fsdp test_fsdp_more
@@ -8,9 +8,8 @@ fails: test_fsdp test_fsdp_more
 import torch.distributed as dist
 
 
-def gather_shards(shard):
+def start_gather(shard):
     flat = shard.new_zeros(shard.numel() * dist.get_world_size())
     rank = dist.get_rank()
     flat[rank * shard.numel() : (rank + 1) * shard.numel()] = shard.detach()
-    dist.all_reduce(flat)
-    return flat
+    return flat, dist.all_reduce(flat, async_op=True)

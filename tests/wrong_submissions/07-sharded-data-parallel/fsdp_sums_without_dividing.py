@@ -4,8 +4,8 @@ replaces: fsdp
 fails: test_fsdp test_fsdp_more
 """
 
-import torch
 import torch.distributed as dist
+import torch.nn.functional as F
 
 
 class Sums(ShardedLinear):  # noqa: F821 - the solution cell defines it
@@ -17,8 +17,8 @@ class Sums(ShardedLinear):  # noqa: F821 - the solution cell defines it
 
 class FSDPMLP(FSDPMLP):  # noqa: F821 - the solution cell defines it
     def forward(self, x):
-        for i, (shard, (out_features, in_features)) in enumerate(zip(self.shards, self.dims, strict=True)):
-            x = Sums.apply(x, shard, out_features, in_features)
+        for i, shard in enumerate(self.shards):
+            x = Sums.apply(x, shard, self, i)
             if i < len(self.shards) - 1:
-                x = torch.nn.functional.gelu(x)
+                x = F.gelu(x)
         return x

@@ -17,8 +17,8 @@ import torch.utils.checkpoint
 from torch import nn
 from torch.utils._python_dispatch import TorchDispatchMode
 
-from .checks import counted, expect_floats, fail, private_generator
-from .pipeline_stage import DIM, make_layer, written_order
+from ..checks import counted, expect_floats, fail, private_generator
+from .stage import DIM, make_layer, written_order
 
 _type = type
 
@@ -187,6 +187,30 @@ def _chunk_dependencies(key: tuple, num_devices: int, num_chunks: int) -> list[t
     if device < last:
         return [(device + 1, "B", i, chunk)]
     return [(0, "B", i, chunk + 1)] if chunk < num_chunks - 1 else [(device, "F", i, chunk)]
+
+
+def reference_simulate_interleaved(
+    orders: Sequence[Sequence[tuple[str, int, int]]], num_chunks: int, forward: float, backward: float
+) -> dict:
+    """When each step of these orders starts and ends, each as early as its device is free and
+    what it waits for has finished (the checks' own simulation, for predicted step times)."""
+    times: dict = {}
+    done, free = [0] * len(orders), [0.0] * len(orders)
+    while any(done[d] < len(order) for d, order in enumerate(orders)):
+        placed = False
+        for d, order in enumerate(orders):
+            if done[d] == len(order):
+                continue
+            key = (d, *order[done[d]])
+            waits = _chunk_dependencies(key, len(orders), num_chunks)
+            if all(w in times for w in waits):
+                start = max([free[d]] + [times[w][1] for w in waits])
+                free[d] = start + (forward if key[1] == "F" else backward)
+                times[key] = (start, free[d])
+                done[d], placed = done[d] + 1, True
+        if not placed:
+            raise ValueError("these orders wait on each other forever")
+    return times
 
 
 def check_simulate_interleaved(

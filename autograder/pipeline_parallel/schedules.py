@@ -1,6 +1,6 @@
 """Checks for notebook 06 (pipeline parallelism).
 
-A stage of the pipeline is a `Stage` (pipeline_stage.py): a few layers behind a marker that
+A stage of the pipeline is a `Stage` (stage.py): a few layers behind a marker that
 autograd itself runs, so that the checks keep a record of what really ran on it: each
 micro-batch's forward, and the moment its backward has gone through every layer of the stage,
 ordered among the stage's messages. From it the checks read the order a stage ran (not the order
@@ -12,7 +12,7 @@ the ranks return, and is the reference.
 
 What the ranks send each other is recorded with `CommLog`: how many messages, of how many values.
 The checks of the split of the layers, of the bubble's simulation and of activation
-checkpointing are in `pipeline_costs`.
+checkpointing are in `costs`, those of interleaved stages on ranks in `interleaved`.
 """
 
 from __future__ import annotations
@@ -24,11 +24,9 @@ from typing import Any
 import torch
 import torch.nn.functional as F
 
-import launcher
-
-from .checks import counted, expect_floats, fail, private_generator, run_ranks
-from .comm import CommLog
-from .pipeline_stage import (
+from ..checks import counted, expect_floats, fail, private_generator, run_ranks
+from ..comm import CommLog
+from .stage import (
     DIM,
     LAYERS_PER_STAGE,
     gpipe_order,
@@ -37,8 +35,6 @@ from .pipeline_stage import (
     traced_stage,
     written_order,
 )
-
-launcher.preload("autograder.pipeline_parallel")
 
 _type = type
 

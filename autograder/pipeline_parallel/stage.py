@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import gc
 import math
+import time
 import weakref
 from collections.abc import Sequence
 from typing import Any
@@ -13,7 +14,7 @@ from typing import Any
 import torch
 from torch import nn
 
-from .comm import event_number
+from ..comm import event_number
 
 DIM = 8  # every activation between layers and stages has DIM features
 LAYERS_PER_STAGE = 2
@@ -66,6 +67,33 @@ class Stage(nn.Module):
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         index = sum(1 for kind, _, _ in self._journal if kind == "F")
         return self.layers(_Mark.apply(x, self._anchor, self._journal, index))
+
+
+class _Pause(torch.autograd.Function):
+    """The identity, which sleeps on the way forward and on the way back."""
+
+    @staticmethod
+    def forward(ctx: Any, x: torch.Tensor, forward_s: float, backward_s: float) -> torch.Tensor:
+        time.sleep(forward_s)
+        ctx.backward_s = backward_s
+        return x.clone()
+
+    @staticmethod
+    def backward(ctx: Any, grad: torch.Tensor) -> tuple:
+        time.sleep(ctx.backward_s)
+        return grad, None, None
+
+
+class Pause(nn.Module):
+    """A layer that does nothing but take time: ``forward_s`` seconds in the forward pass and
+    ``backward_s`` in the backward, as if its stage were a GPU's worth of real layers."""
+
+    def __init__(self, forward_s: float, backward_s: float) -> None:
+        super().__init__()
+        self.forward_s, self.backward_s = forward_s, backward_s
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return _Pause.apply(x, self.forward_s, self.backward_s)
 
 
 def peak_alive(trace: Sequence[tuple[str, int]]) -> int:
