@@ -30,6 +30,7 @@ import nbformat
 from jupyter_client.asynchronous import AsyncKernelClient
 from nbclient.exceptions import CellTimeoutError, DeadKernelError
 from nbclient.util import run_sync
+from nbgrader import utils
 from nbgrader.preprocessors import Execute
 from traitlets import Bool, Enum, Integer, Unicode
 
@@ -67,6 +68,12 @@ class SandboxedExecute(Execute):
         "to shut down and waits about a second; immediate kills the sandbox, and with it whatever "
         "the kernel started, at once.",
     ).tag(config=True)
+    guard = Bool(
+        True,
+        help="Guard each kernel, and the ranks it starts, against tampering (launcher/guard.py). Off: "
+        "only the submitted code is read for it, so a change spelled in a way reading cannot see "
+        "goes unnoticed.",
+    ).tag(config=True)
     spare_kernel = Bool(
         True,
         help="While a notebook runs, start the next one's kernel and do the assignment's imports in it.",
@@ -86,6 +93,11 @@ class SandboxedExecute(Execute):
                 "Grading WITHOUT a sandbox (SandboxedExecute.sandbox is False): this submission's "
                 "code can read the solutions and the gradebook, and change other students' grades."
             )
+        if not self.guard:
+            self.log.warning(
+                "Grading WITHOUT the guard against tampering (SandboxedExecute.guard is False): only "
+                "the submitted code is read for it."
+            )
         self._deadline = time.monotonic() + self.notebook_timeout
         self._stopped: str | None = None
         self._output_sizes: dict[int, int] = {}
@@ -104,7 +116,7 @@ class SandboxedExecute(Execute):
     def create_kernel_manager(self) -> Any:
         km = super().create_kernel_manager()
         if isinstance(km, CourseKernelManager):
-            km.stderr_path = self.kernel_stderr
+            km.stderr_path, km.guard = self.kernel_stderr, self.guard
         if isinstance(km, SandboxedKernelManager) and self.kernel_stderr is not None:
             km.purpose = "the check before grading"
         if isinstance(km, SandboxedKernelManager):
@@ -119,13 +131,21 @@ class SandboxedExecute(Execute):
 
     def _configure(self, km: SandboxedKernelManager) -> None:
         km.max_tasks, km.max_memory, km.bwrap = self.max_tasks, self.max_memory, self.bwrap
-        km.gpus = self.gpus
+        km.gpus, km.guard = self.gpus, self.guard
         course = self.config.get("CourseDirectory", {}).get("root")
         km.hidden += [Path(course).resolve()] if course else []
 
     def _spare_key(self, km: SandboxedKernelManager) -> tuple:
         """What a spare kernel must have been started with to run this notebook."""
-        settings = (km.kernel_name, km.max_tasks, km.max_memory, km.bwrap, km.gpus, tuple(km.hidden))
+        settings = (
+            km.kernel_name,
+            km.max_tasks,
+            km.max_memory,
+            km.bwrap,
+            km.gpus,
+            km.guard,
+            tuple(km.hidden),
+        )
         # (nbclient adds the history file's argument as it starts a kernel.)
         arguments = tuple(a for a in self.extra_arguments if not a.startswith("--HistoryManager.hist_file"))
         return (*settings, arguments, spare_kernel.warm_up_code(self.nb))
@@ -185,7 +205,24 @@ class SandboxedExecute(Execute):
         if self._check_budget() and any(o.get("ename") == "CellTimeoutError" for o in cell.outputs):
             message = f"This cell was stopped: {self._stopped}."
             cell.outputs.append(_error("NotebookTimeout", message))
+        elif self.guard and utils.is_grade(cell) and not utils.is_solution(cell):
+            changed = self._changed_while_running()
+            if changed is not None:
+                cell.outputs = [_error("TamperingDetected", changed)]
         return cell, resources
+
+    def _changed_while_running(self) -> str | None:
+        """What the code a test cell ran changed of what grading relies on, if anything: the
+        kernel's guard (launcher/guard.py) checks as each cell starts, so an empty cell tells."""
+        try:
+            msg_id = self.kc.execute("pass", silent=True, store_history=False)
+            reply = self.wait_for_reply(msg_id)
+        except Exception:  # noqa: BLE001 - a kernel that stopped is the next cell's to report
+            return None
+        content = (reply or {}).get("content", {})
+        if content.get("ename") != "TamperingDetected":
+            return None
+        return content.get("evalue", "").replace("code run before this cell", "code this test ran", 1)
 
     def _check_budget(self) -> bool:
         """Whether the notebook's time budget ran out (with under a second left) just now."""

@@ -5,7 +5,8 @@
 has to grade and before it touches the first submission. If there is anything to grade, it
 starts one kernel exactly as every submission's is started (the configured Execute
 preprocessor, with the same settings: sandbox, caps, kernel), imports the course's packages in
-it, and compares where they came from with the course whose grading code runs. On a difference,
+it, and compares where they came from with the course whose grading code runs, and checks that
+the kernel is guarded against tampering (launcher/guard.py). On a difference,
 a failed import, or a kernel that does not start, it logs what was expected, what was found and
 the fix, and nbgrader stops (exit status 1) having graded nothing. Without it, one wrong
 setting (an environment whose install of the course points at another copy, say) gives a whole
@@ -44,7 +45,9 @@ for name in {PACKAGES!r}:
         found[name] = importlib.import_module(name).__file__
     except BaseException as error:  # whatever it is, the instructor needs to see it
         found[name] = "!" + type(error).__name__ + ": " + str(error)
-print({REPORT!r}, json.dumps({{"python": sys.executable, "path": sys.path, "found": found}}))
+guard = sys.modules.get("launcher.guard")
+report = {{"python": sys.executable, "path": sys.path, "found": found}}
+print({REPORT!r}, json.dumps({{**report, "guarded": bool(guard and "autograder" in guard.installed())}}))
 """
 STARTUP_TIMEOUT_S = 120  # a cold kernel's start, and the course's imports, on a loaded machine
 
@@ -83,7 +86,7 @@ def check_grading_kernel(converter: Any) -> str | None:
         except Exception as error:  # noqa: BLE001 - every way a kernel fails to start is reported
             return did_not_start(kernel, error, _tail(Path(folder) / "kernel-stderr"))
         stderr = _tail(Path(folder) / "kernel-stderr")
-    return compare(kernel, nb.cells[0].get("outputs", []), stderr)
+    return compare(kernel, nb.cells[0].get("outputs", []), stderr, guarded=getattr(executor, "guard", True))
 
 
 def did_not_start(kernel: str, error: Exception, stderr: str) -> str:
@@ -104,7 +107,7 @@ def did_not_start(kernel: str, error: Exception, stderr: str) -> str:
     return f"a kernel started as submissions' are ({kernel!r}) did not start: {why}.{wrote}\nFix: {fix}"
 
 
-def compare(kernel: str, outputs: list, stderr: str = "") -> str | None:
+def compare(kernel: str, outputs: list, stderr: str = "", guarded: bool = True) -> str | None:
     """What is wrong with the check cell's outputs (see CHECK), or None when the kernel imported
     each of the course's packages from the course being graded."""
     errors = [f"{o.get('ename')}: {o.get('evalue')}" for o in outputs if o.get("output_type") == "error"]
@@ -124,6 +127,14 @@ def compare(kernel: str, outputs: list, stderr: str = "") -> str | None:
         found = report["found"].get(name, "!not reported")
         if found.startswith("!") or Path(found).resolve() != expected.resolve():
             wrong.append((name, expected, found.removeprefix("!")))
+    if not wrong and guarded and not report.get("guarded", False):
+        return (
+            f"a kernel started as submissions' are ({kernel!r}) is not guarded against tampering "
+            "(launcher/guard.py): grading installs the guard with the kernel's --IPKernelApp.exec_lines, "
+            "and something in the kernel's start overrides them (the kernel spec's argv, say).\nFix: "
+            "grade with a plain ipykernel kernel spec (or, to grade unguarded, "
+            "--SandboxedExecute.guard=False)."
+        )
     if not wrong:
         return None
     lines = [f"  {name}: expected {expected}, found {found}" for name, expected, found in wrong]

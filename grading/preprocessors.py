@@ -6,7 +6,9 @@
 - `FlagTampering` (autograding): a test cell that comes after submitted code which changes what
   grading relies on (the course's checks or launcher, torch, builtins, ``sys.modules``, IPython's
   hooks) or reaches into other code's frames fails, saying so, and the submission is logged for
-  the instructor to look at.
+  the instructor to look at. It reads the code for the evident spellings; the kernel's guard
+  (launcher/guard.py) catches the code at work however it is spelled, and what it caught is
+  logged here too.
 - `HideHiddenTests` (feedback): nbgrader's feedback is the autograded notebook as HTML, which
   holds the hidden tests: in the test cells' source, and in the tracebacks of those that failed,
   which quote the lines around the failing call. It removes the hidden regions from the test
@@ -73,12 +75,48 @@ REACHING = {
 }
 
 
+# Attributes that lead from an object to other code's frames, variables or closures.
+REACHING_ATTRIBUTES = {
+    "tb_frame",
+    "gi_frame",
+    "cr_frame",
+    "ag_frame",
+    "f_back",
+    "f_locals",
+    "f_globals",
+    "__closure__",
+    "cell_contents",
+    "__globals__",
+}
+# What IPython makes of a shell escape (``!ls``, ``x = !ls``): the shell, not tampering.
+SHELL_ESCAPES = ("system", "getoutput")
+
+
+def _constant_getattr(node: ast.AST) -> tuple[ast.AST, str] | None:
+    """``(obj, "name")`` for ``getattr(obj, "name")``: the attribute, however it is spelled."""
+    if (
+        isinstance(node, ast.Call)
+        and isinstance(node.func, ast.Name)
+        and node.func.id == "getattr"
+        and len(node.args) >= 2
+        and isinstance(node.args[1], ast.Constant)
+        and isinstance(node.args[1].value, str)
+    ):
+        return node.args[0], node.args[1].value
+    return None
+
+
 def _dotted(node: ast.AST, aliases: dict[str, str]) -> str | None:
-    """``a.b.c`` for an attribute chain on a name, with the name resolved through the imports."""
+    """``a.b.c`` for an attribute chain on a name (``getattr(a, "b")`` included), with the name
+    resolved through the imports."""
     parts = []
-    while isinstance(node, ast.Attribute):
-        parts.append(node.attr)
-        node = node.value
+    while isinstance(node, ast.Attribute) or _constant_getattr(node) is not None:
+        if isinstance(node, ast.Attribute):
+            parts.append(node.attr)
+            node = node.value
+        else:
+            node, name = _constant_getattr(node)
+            parts.append(name)
     if not isinstance(node, ast.Name):
         return None
     return ".".join([aliases.get(node.id, node.id), *reversed(parts)])
@@ -143,12 +181,17 @@ def tampering(source: str, aliases: dict[str, str]) -> list[str]:
     or reaches into other code's frames: each as a line of the source."""
     found, magics = [], set()
     code = _python(source)
-    for node in ast.walk(_parse(source)):
+    tree = _parse(source)
+    calls = {id(node.func) for node in ast.walk(tree) if isinstance(node, ast.Call)}
+    for node in ast.walk(tree):
         if id(node) in magics:
             continue
         if isinstance(node, ast.Call) and _magic_code(node) is not None:
             found += tampering(_magic_code(node), aliases)  # what the magic runs, not the magic
             magics.add(id(node.func.value))  # IPython's own get_ipython() call
+            continue
+        if _shell_escape(node):
+            magics.add(id(node.func.value))
             continue
         targets = []
         if isinstance(node, (ast.Assign, ast.AugAssign, ast.AnnAssign, ast.Delete)):
@@ -171,11 +214,72 @@ def tampering(source: str, aliases: dict[str, str]) -> list[str]:
                 found.append(ast.get_source_segment(code, node) or "")
         if isinstance(node, ast.Name) and node.id == "__builtins__":
             found.append("__builtins__")
+        found += _reaching(node, code, aliases, calls)
         if isinstance(node, (ast.Import, ast.ImportFrom)):
             names = [a.name for a in node.names] + ([node.module] if isinstance(node, ast.ImportFrom) else [])
             if any((n or "").split(".")[0] == "ctypes" for n in names):
                 found.append(ast.get_source_segment(code, node) or "")
     return [line.splitlines()[0][:120] for line in found]
+
+
+# What the kernel's guard (launcher/guard.py) raises when it catches code at work.
+CAUGHT = ("TamperingDetected", "TamperingRefused")
+
+
+def _caught_running(cell: Any) -> list[str]:
+    """What the guard caught while ``cell`` ran, as its error says (the kernel's or a rank's)."""
+    caught = []
+    for output in cell.get("outputs", []):
+        text = f"{output.get('ename', '')}: {output.get('evalue', '')}"
+        if output.get("output_type") == "error" and any(name in text for name in CAUGHT):
+            caught.append(text.split("\n")[0][:200])
+    return caught
+
+
+def _shell_escape(node: ast.AST) -> bool:
+    """Whether ``node`` is IPython's ``get_ipython().system("ls")``, what ``!ls`` becomes."""
+    return (
+        isinstance(node, ast.Call)
+        and isinstance(node.func, ast.Attribute)
+        and node.func.attr in SHELL_ESCAPES
+        and isinstance(node.func.value, ast.Call)
+        and isinstance(node.func.value.func, ast.Name)
+        and node.func.value.func.id == "get_ipython"
+        and all(isinstance(arg, ast.Constant) for arg in node.args)
+    )
+
+
+def _reaching(node: ast.AST, code: str, aliases: dict[str, str], calls: set[int]) -> list[str]:
+    """What in ``node`` reaches into other code however it is spelled: a reaching function named
+    but not called (``cur = inspect.currentframe``), an attribute that leads to frames or
+    closures, a protected module's namespace (``vars(torch)``, ``torch.__dict__``)."""
+    segment = ast.get_source_segment(code, node) or ""
+    if isinstance(node, ast.Attribute) and node.attr in REACHING_ATTRIBUTES:
+        return [segment]
+    if isinstance(node, (ast.Attribute, ast.Name)) and id(node) not in calls:
+        name = _dotted(node, aliases)
+        if name in REACHING and name not in ("setattr", "delattr", "get_ipython"):
+            return [segment]
+    if (
+        isinstance(node, ast.Attribute)
+        and node.attr == "__dict__"
+        and _protected(_dotted(node.value, aliases))
+    ):
+        return [segment]
+    if (
+        isinstance(node, ast.Call)
+        and isinstance(node.func, ast.Name)
+        and node.func.id == "vars"
+        and node.args
+        and _protected(_dotted(node.args[0], aliases))
+    ):
+        return [segment]
+    if isinstance(node, ast.Call) and _constant_getattr(node) is not None:
+        name = _dotted(node, aliases)
+        obj, attribute = _constant_getattr(node)
+        if name in REACHING or attribute in REACHING_ATTRIBUTES:
+            return [segment]
+    return []
 
 
 class FlagTampering(NbGraderPreprocessor):
@@ -201,8 +305,8 @@ class FlagTampering(NbGraderPreprocessor):
                     "is not graded automatically: your instructor will look at the notebook."
                 )
                 cell.outputs = [new_output("error", ename="TamperingDetected", evalue=message, traceback=[])]
-            elif not locked and not flagged:
-                flagged = tampering(cell.source, aliases)
+            elif not flagged:
+                flagged = (tampering(cell.source, aliases) if not locked else []) or _caught_running(cell)
                 if flagged:
                     student = resources.get("nbgrader", {}).get("student", "?")
                     self.log.warning(

@@ -234,6 +234,10 @@ def sandbox_environment(env: dict[str, str], gpus: bool = False) -> dict[str, st
     return {**kept, "HOME": "/tmp/home", "TMPDIR": "/tmp", "MPLCONFIGDIR": "/tmp/home/matplotlib"}
 
 
+# Installs grading's guard against tampering (launcher/guard.py) as the kernel starts.
+GUARD = "--IPKernelApp.exec_lines=import launcher.guard; launcher.guard.install('autograder')"
+
+
 def course_first(env: dict[str, str]) -> dict[str, str]:
     """A kernel's environment in which the course being graded (ROOT, where this grading code
     lives) comes first on Python's path: its kernel then imports the course's packages from there,
@@ -249,9 +253,13 @@ class CourseKernelManager(AsyncKernelManager):
     def __init__(self, **kwargs: Any):
         super().__init__(**kwargs)
         self.stderr_path: str | None = None
+        self.guard = True  # start the kernel guarded against tampering (launcher/guard.py)
 
     async def _async_pre_start_kernel(self, **kw: Any) -> tuple[list[str], dict[str, Any]]:
         kw["env"] = course_first(kw.get("env") or dict(os.environ))
+        if self.guard:
+            # Before any cell: the guard notes what grading relies on, and watches what code does.
+            kw["extra_arguments"] = [GUARD, *kw.get("extra_arguments", [])]
         return await super()._async_pre_start_kernel(**kw)
 
     async def _async_launch_kernel(self, kernel_cmd: list[str], **kw: Any) -> None:

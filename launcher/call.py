@@ -22,6 +22,7 @@ from typing import Any
 
 import cloudpickle
 
+from . import guard
 from .rank import current_context
 from .supervise import Supervisor
 from .torchrun import local_world_size, run_in_torchrun_rank, under_torchrun
@@ -122,6 +123,7 @@ def launch(
         env=_rank_environment(threads),
         num_threads=threads,
         warning_filters=_pickled_warning_filters(),
+        guarded=guard.installed(),
     )
     make_room_for_pipes(world_size)
     try:

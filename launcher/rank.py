@@ -34,6 +34,7 @@ import cloudpickle
 import torch
 import torch.distributed as dist
 
+from . import guard
 from .resources import track_in_rank
 from .wire import (
     EXIT_FAILED,
@@ -124,6 +125,8 @@ def run_rank(
         _die_with(server)
         spec: LaunchSpec = pickle.loads(spec_bytes)
         _prepare_process(spec, rank)
+        if spec.guarded:
+            guard.install(*spec.guarded)
         _context = RankContext(rank, spec.world_size, spec.backend)
         threading.Thread(target=_serve_control, args=(control_fd, result_fd), daemon=True).start()
     except BaseException:  # noqa: BLE001 - the rank cannot run at all; say why on its stderr
@@ -137,6 +140,8 @@ def run_rank(
         _init_process_group(spec, rank)
         _phase = RUNNING
         result = fn(rank, spec.world_size, *args, **kwargs)
+        if spec.guarded:
+            guard.verify()  # what this rank's checks relied on, unchanged while it ran
     except BaseException as exc:  # noqa: BLE001 - every failure is reported, SystemExit included
         _report_failure(result_fd, exc)
 

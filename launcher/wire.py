@@ -62,6 +62,7 @@ class LaunchSpec:
     env: dict[str, str]
     num_threads: int  # torch's intra-op threads in each rank
     warning_filters: list[tuple[str, bytes]]  # the caller's warnings.filters: (category's module, pickle)
+    guarded: tuple[str, ...] = ()  # the packages grading's guard watches in the ranks (`launcher.guard`)
     # Set when the launch starts, from its folders (`launcher.folders`):
     store_path: str = ""  # a torch.distributed.FileStore shared by the ranks of this launch
     result_folders: list[str] = field(default_factory=list)  # where large result tensors go (`pickle_result`)

@@ -250,14 +250,15 @@ def test_outcomes_that_are_the_graders_fault_are_told_from_the_students() -> Non
 
 
 def test_the_check_before_grading_says_what_is_wrong_and_what_to_do() -> None:
-    def outputs(found: dict[str, str]) -> list:
-        report = {"python": "/env/bin/python", "path": ["/somewhere"], "found": found}
+    def outputs(found: dict[str, str], guarded: bool = True) -> list:
+        report = {"python": "/env/bin/python", "path": ["/somewhere"], "found": found, "guarded": guarded}
         return [
             nbformat.v4.new_output("stream", name="stdout", text=f"{preflight.REPORT} {json.dumps(report)}\n")
         ]
 
     right = {name: str(preflight.ROOT / name / "__init__.py") for name in preflight.PACKAGES}
     assert preflight.compare("python3", outputs(right)) is None
+    assert "not guarded against tampering" in preflight.compare("python3", outputs(right, guarded=False))
 
     elsewhere = {**right, "autograder": "/other/autograder/__init__.py"}
     said = preflight.compare("python3", outputs(elsewhere))

@@ -3,6 +3,10 @@ and correct code is never taken for it. The grading round trip grades a tamperin
 
 from __future__ import annotations
 
+import subprocess
+import sys
+
+import nbformat
 import pytest
 from course import ASSIGNMENTS, REPO, is_solution, is_test, notebook_path, read, solution_code, submission
 from test_wrong_submissions import OTHERS
@@ -33,6 +37,13 @@ TAMPERING = [
     "import ctypes",
     "import gc\nfor thing in gc.get_objects():\n    pass",
     "sys.meta_path.insert(0, object())",
+    # the same, reworded
+    "getattr(sys, '_getframe')(1)",
+    "import inspect\ncur = inspect.currentframe\ncur()",
+    "vars(torch)['equal'] = print",
+    "torch.__dict__['equal'] = print",
+    "def f():\n    pass\nf.__closure__",
+    "try:\n    1 / 0\nexcept Exception as e:\n    e.__traceback__.tb_frame.f_back",
 ]
 
 HONEST = [
@@ -45,6 +56,8 @@ HONEST = [
     "%timeit torch.ones(3)",
     "def f(x:\n    pass",  # a syntax error: the kernel cannot run it either
     "sys.modules['nbgrader'] = None",  # blocking an import can only make tests fail
+    "getattr(torch, 'float32')",
+    "settings = vars(args)",
 ]
 
 
@@ -96,3 +109,93 @@ def test_the_course_s_own_cells_are_not_the_student_s() -> None:
         if is_test(c)
     ]
     assert flagged_tests("04-data-parallel", "\nimport torch\ntorch.equal = print\n") == every_test
+
+
+# -- the guard: what code does, however it is spelled (launcher/guard.py) -------------------------
+
+GUARDED_RANKS = '''
+import sys
+from launcher import guard, launch
+
+guard.install("autograder")
+cell = """
+import sys, torch
+import torch.distributed as dist
+
+
+def honest(rank, world_size):
+    t = torch.ones(3) * rank
+    dist.all_reduce(t)
+    return t.sum().item()
+
+
+def reads_frames(rank, world_size):
+    return getattr(sys, "_get" + "frame")(1).f_code.co_name
+
+
+def patches(rank, world_size):
+    exec("import torch; torch.equal = lambda a, b: True")
+    return 0
+"""
+names = {}
+exec(compile(cell, "/tmp/ipykernel_7/123.py", "exec"), names)  # a notebook cell's file
+print("honest", launch(names["honest"], 2))
+for name in ("reads_frames", "patches"):
+    try:
+        launch(names[name], 2)
+    except Exception as error:
+        print(name, str(error).splitlines()[0])
+'''
+
+
+def test_the_guard_refuses_reaching_code_and_finds_changes_in_every_rank() -> None:
+    # (In a process of its own: an audit hook, once added, stays for the process's life.)
+    done = subprocess.run(
+        [sys.executable, "-c", GUARDED_RANKS], capture_output=True, text=True, timeout=300, cwd=REPO
+    )
+    lines = done.stdout.splitlines()
+    assert lines[0] == "honest [3.0, 3.0]", done.stdout + done.stderr
+    assert "raised TamperingRefused: grading refuses sys._getframe" in lines[1], lines
+    assert "raised TamperingDetected" in lines[2] and "(torch.equal)" in lines[2], lines
+
+
+GUARDED_CELLS = [
+    ("!echo shell escapes are honest", "shell escapes are honest"),
+    ("files = !ls /\nprint(len(files) > 0)", "True"),
+    ("%time x = 1", "Wall time"),
+    ("import inspect\ncur = inspect.currentframe\ncur()", "TamperingRefused"),
+    ("import sys\ngetattr(sys, '_getframe')(0)", "TamperingRefused"),
+    ("try:\n    1 / 0\nexcept ZeroDivisionError as e:\n    e.__traceback__.tb_frame", "TamperingRefused"),
+    ("import gc\nlen(gc.get_objects())", "TamperingRefused"),
+    ("print('nothing changed yet')", "nothing changed yet"),
+    ("import torch\nvars(torch)['equal'] = lambda a, b: True", ""),
+    (
+        "print('after')",
+        "TamperingDetected: code run before this cell changed what grading relies on (torch.equal)",
+    ),
+]
+
+
+def test_a_grading_kernel_is_guarded_from_its_first_cell() -> None:
+    from nbclient import NotebookClient
+
+    from grading.sandbox import CourseKernelManager
+
+    nb = nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell(code) for code, _ in GUARDED_CELLS])
+    nb.metadata.kernelspec = {"name": "python3", "display_name": "Python 3", "language": "python"}
+    client = NotebookClient(nb, km=CourseKernelManager(kernel_name="python3"), allow_errors=True, timeout=120)
+    client.execute(cwd=str(REPO))
+    for cell, (code, expected) in zip(nb.cells, GUARDED_CELLS, strict=True):
+        said = " ".join(
+            output.get("text", "") + f"{output.get('ename', '')}: {output.get('evalue', '')}"
+            for output in cell.outputs
+        )
+        if expected:
+            assert expected in said, (code, said)
+        else:
+            assert "Tampering" not in said, (code, said)
+
+
+def test_shell_escapes_and_magics_are_never_taken_for_tampering() -> None:
+    for code in ("!nvidia-smi", "x = !ls", "!pip install tqdm", "%env OMP_NUM_THREADS=1", "%%capture\nx = 1"):
+        assert tampering(code, imports(SETUP)) == [], code
