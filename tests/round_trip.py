@@ -61,6 +61,7 @@ GRADING_SECONDS = {
     "05-tensor-parallel": 20.0,
     "06-pipeline-parallel": 20.0,
     "07-sharded-data-parallel": 20.0,
+    "08-combined-parallelism": 20.0,
 }
 CELL_TIMEOUT_S = 20  # nbgrader's per-cell limit in these runs (the course ships 120)
 
@@ -125,8 +126,9 @@ def stuck_student() -> Student:
 
 
 def warning_student() -> Student:
-    """Correct answers that warn, log and write to stderr, in the kernel and in the ranks: they
-    keep every point (nbgrader alone would score a test cell that wrote to stderr zero)."""
+    """Correct answers that warn, log and write to stderr, in the kernel and in the ranks, and
+    run shell commands (``!echo``, ``files = !ls``): they keep every point (nbgrader alone would
+    score a test cell that wrote to stderr zero)."""
     assignment = "06-pipeline-parallel"
     solutions = solution_code(read(notebook_path("solutions", assignment)))
     noisy_split = (
@@ -146,18 +148,20 @@ def warning_student() -> Student:
     )
     code = {
         **solutions,
-        "split": f"{solutions['split']}\n\n\n{noisy_split}",
+        "split": f"!echo splitting\nfiles = !ls\n{solutions['split']}\n\n\n{noisy_split}",
         "schedule": f"{solutions['schedule']}\n\n\n{noisy_schedule}",
     }
     return Student(assignment, "warns", code)
 
 
 def tampering_student() -> Student:
-    """Correct answers, but one cell makes torch's comparisons always say yes: every test after it
-    scores nothing (and the submission is logged), the tests before it keep their points."""
+    """Correct answers, but one cell makes torch's comparisons always say yes, spelled so that no
+    reading of the code can tell: the kernel's guard finds the change as the next cell starts,
+    so every test after it scores nothing (and the submission is logged), the tests before it
+    keep their points."""
     assignment = "01-memory-hierarchy"
     solutions = solution_code(read(notebook_path("solutions", assignment)))
-    patch = "import torch\n\ntorch.allclose = lambda *args, **kwargs: True\n"
+    patch = 'exec("import torch; torch.allclose = lambda *args, **kwargs: True")\n'
     code = {**solutions, "roofline": f"{solutions['roofline']}\n\n\n{patch}"}
     tests = exercise_tests(read(notebook_path("solutions", assignment)))
     cells = list(tests)

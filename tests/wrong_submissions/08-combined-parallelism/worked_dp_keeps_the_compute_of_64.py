@@ -1,0 +1,7 @@
+"""Keeps the compute time of 64 GPUs on 256.
+
+replaces: worked
+fails: test_worked_dp
+"""
+
+dp_share_256 = all_reduce / (6 * 70e9 * 512 * 4096 / (64 * 989e12) + all_reduce)  # noqa: F821

@@ -1,0 +1,7 @@
+"""Compares the links' bandwidths alone, leaving out the ring's (n-1)/n.
+
+replaces: worked
+fails: test_worked_tp
+"""
+
+tp_slowdown = 450e9 / 50e9

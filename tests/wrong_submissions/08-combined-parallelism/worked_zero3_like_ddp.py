@@ -1,0 +1,7 @@
+"""Counts ZeRO-3's bytes as one all_reduce's.
+
+replaces: worked
+fails: test_worked_bytes
+"""
+
+fsdp_over_pp_bytes = (2 * 7 / 8 * 2 * 70e9 / 8) / (64 * 2 * 4096 * 8192 * 2)
