@@ -22,9 +22,12 @@ Nothing here runs when you work on a notebook yourself: only grading installs it
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import importlib
+import importlib.util
 import inspect
+import os
 import pkgutil
 import re
 import sys
@@ -87,9 +90,9 @@ SHELL_METHODS = (
     "showsyntaxerror",
 )
 VERIFY_EVENT = "launcher.guard.verify"
-# What changes torch's own functions when first imported (torch._dynamo wraps torch.manual_seed,
-# and an optimizer's first step imports it): imported before anything is noted.
-LATE_CHANGES = ("torch._dynamo",)
+# Where torch's own code lies: torch may wrap its functions later (torch._dynamo wraps
+# torch.manual_seed when an optimizer's first step imports it).
+TORCH = os.path.dirname(importlib.util.find_spec("torch").origin) + os.sep
 # What the kernel itself swaps for every request it runs (ipykernel's stdin for ``input``).
 SWAPPED = {"builtins.input", "builtins.raw_input", "getpass.getpass"}
 
@@ -111,21 +114,22 @@ def installed() -> tuple[str, ...]:
     return _installed
 
 
-def install(*packages: str) -> None:
+def install(*packages: str, rank: bool = False) -> None:
     """Guard this process from now on: import ``packages`` (the course's, whose functions the
-    checks rely on) whole, note what grading relies on, and add the audit hook. Once only."""
+    checks rely on) whole, note what grading relies on, and add the audit hook. Once only.
+
+    A ``rank`` was forked with them imported already (the kernel's install preloads them into
+    the launcher's fork server), and notes them in milliseconds."""
     global _installed
     if _installed:
         return
     packages = tuple(dict.fromkeys(("launcher", *packages)))
-    for package in packages:
-        _import_all(package)
-    for module in LATE_CHANGES:
-        importlib.import_module(module)
-    # Ranks then fork with the checks imported, and note them in milliseconds (a no-op in a rank).
-    from .forkserver import preload
+    if not rank:
+        for package in packages:
+            _import_all(package)
+        from .forkserver import preload
 
-    preload(*LATE_CHANGES, *sorted(name for name in sys.modules if name.split(".")[0] in packages))
+        preload(*sorted(name for name in sys.modules if name.split(".")[0] in packages))
     noted = _note(packages)
     # Turning the guard off must show too: ranks started after it would not be guarded.
     noted["namespaces"]["launcher.guard"]["_installed"] = packages
@@ -245,7 +249,9 @@ def _changes(noted: dict[str, Any]) -> list[str]:
         changed += [
             f"{name}.{key}"
             for key, value in noted["namespaces"][name].items()
-            if now.get(key) is not value and f"{name}.{key}" not in SWAPPED
+            if now.get(key) is not value
+            and f"{name}.{key}" not in SWAPPED
+            and not _torch_wraps(now.get(key), value)
         ]
     for name, (cls, methods) in noted["classes"].items():
         now = vars(cls)
@@ -257,6 +263,25 @@ def _changes(noted: dict[str, Any]) -> list[str]:
     if shell is not None:
         changed += _shell_changes(shell)
     return changed
+
+
+def _torch_wraps(new: Any, old: Any) -> bool:
+    """Whether ``new`` is torch's own wrapper of ``old`` (its code in torch's folder, which no
+    submission's code can claim: compiling code under another file's name is refused)."""
+    return (
+        isinstance(new, types.FunctionType)
+        and getattr(new, "__wrapped__", None) is old
+        and new.__code__.co_filename.startswith(TORCH)
+        and any(value is old for value in _closed_over(new))  # what it calls, not what it says
+    )
+
+
+def _closed_over(function: types.FunctionType) -> list[Any]:
+    values = []
+    for cell in function.__closure__ or ():
+        with contextlib.suppress(ValueError):  # a cell not yet filled
+            values.append(cell.cell_contents)
+    return values
 
 
 def _same_items(now: Any, noted: list | tuple) -> bool:
@@ -298,6 +323,8 @@ def _on_event(event: str, args: tuple, noted: dict[str, Any]) -> None:
         _raise_if_changed(noted, "code run in this rank")
         return
     refused = event in REFUSED or event.startswith("ctypes.")
+    if event == "compile" and len(args) > 1 and isinstance(args[1], str):
+        refused = not (args[1].startswith("<") and args[1].endswith(">"))  # a real file's name
     if event == "object.__getattr__":
         refused = len(args) > 1 and args[1] in FRAME_ATTRIBUTES
     if refused and _from_a_cell():
@@ -327,7 +354,8 @@ def _from_a_cell() -> bool:
         filename = frame.f_code.co_filename
         if CELL_FILE.search(filename):
             return True
-        made_from_a_string = filename.startswith("<") and filename.endswith(">")
+        # ("<frozen importlib._bootstrap>" is the standard library's own: imports compile there)
+        made_from_a_string = filename.startswith("<") and filename.endswith(">") and "frozen" not in filename
         if not (made_from_a_string or filename in ON_BEHALF):
             return False
         frame = frame.f_back

@@ -126,7 +126,7 @@ def run_rank(
         spec: LaunchSpec = pickle.loads(spec_bytes)
         _prepare_process(spec, rank)
         if spec.guarded:
-            guard.install(*spec.guarded)
+            guard.install(*spec.guarded, rank=True)
         _context = RankContext(rank, spec.world_size, spec.backend)
         threading.Thread(target=_serve_control, args=(control_fd, result_fd), daemon=True).start()
     except BaseException:  # noqa: BLE001 - the rank cannot run at all; say why on its stderr

@@ -183,7 +183,8 @@ def test_a_grading_kernel_is_guarded_from_its_first_cell() -> None:
 
     nb = nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell(code) for code, _ in GUARDED_CELLS])
     nb.metadata.kernelspec = {"name": "python3", "display_name": "Python 3", "language": "python"}
-    client = NotebookClient(nb, km=CourseKernelManager(kernel_name="python3"), allow_errors=True, timeout=120)
+    # (A manager of its own making, which the client shuts down with its kernel when done.)
+    client = NotebookClient(nb, kernel_manager_class=CourseKernelManager, allow_errors=True, timeout=120)
     client.execute(cwd=str(REPO))
     for cell, (code, expected) in zip(nb.cells, GUARDED_CELLS, strict=True):
         said = " ".join(
