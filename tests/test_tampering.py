@@ -168,10 +168,12 @@ GUARDED_CELLS = [
     ("try:\n    1 / 0\nexcept ZeroDivisionError as e:\n    e.__traceback__.tb_frame", "TamperingRefused"),
     ("import gc\nlen(gc.get_objects())", "TamperingRefused"),
     ("print('nothing changed yet')", "nothing changed yet"),
-    ("import torch\nvars(torch)['equal'] = lambda a, b: True", ""),
+    # The launch a check runs its ranks with, replaced by one that forges their results:
+    ("import autograder.collectives.cases as c\nvars(c)['launch'] = lambda *args, **kwargs: []", ""),
     (
         "print('after')",
-        "TamperingDetected: code run before this cell changed what grading relies on (torch.equal)",
+        "TamperingDetected: code run before this cell changed what grading relies on "
+        "(autograder.collectives.cases.launch)",
     ),
 ]
 
