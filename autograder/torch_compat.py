@@ -59,9 +59,32 @@ def full_tensor(param: torch.Tensor) -> torch.Tensor:
 
     if _type(param) is not DTensor:
         return param
-    if not (OLD_GLOO and param.device.type == "cpu") or tuple(param.placements) != (Shard(0),):
+    if not (OLD_GLOO and param.device.type == "cpu"):
         return param.full_tensor()
-    return gather_rows(param)
+    if tuple(param.placements) == (Shard(0),):
+        return gather_rows(param)
+    return gather_pieces(param)
+
+
+def gather_pieces(param: torch.Tensor) -> torch.Tensor:
+    """A ``DTensor`` with any placements (a 2-D mesh's, say) made whole on every rank: each rank's
+    piece, and where it lies in the whole, gathered along one mesh dimension after the other with
+    ``all_gather_object``, which Gloo before torch 2.13 runs (each on that dimension's group)."""
+    from torch.distributed.tensor._utils import compute_local_shape_and_global_offset
+
+    mesh = param.device_mesh
+    local = param.to_local().detach().contiguous()
+    shape, offset = compute_local_shape_and_global_offset(param.shape, mesh, param.placements)
+    pieces = [(tuple(shape), tuple(offset), local)]
+    for dim in range(mesh.ndim):
+        group = mesh.get_group(dim)
+        gathered: list = [None] * dist.get_world_size(group)
+        dist.all_gather_object(gathered, pieces, group=group)
+        pieces = [piece for part in gathered for piece in part]
+    whole = local.new_empty(param.shape)
+    for shape, offset, data in pieces:
+        whole[tuple(slice(start, start + size) for start, size in zip(offset, shape, strict=True))] = data
+    return whole
 
 
 def gather_rows(param: torch.Tensor) -> torch.Tensor:

@@ -2,8 +2,8 @@
 
 For each assignment, students hand in the solutions, the untouched release, and deliberately
 wrong answers; ``nbgrader autograde`` grades them, and ``generate_feedback`` and ``export`` run
-on the solutions. Each wrong student answers two exercises in three wrongly, so the class also
-shows that the exercises answered right keep their points. The "solutions" student hands in
+on the solutions. Each of two wrong students answers every other exercise wrongly, so the class
+also shows that the exercises answered right keep their points. The "solutions" student hands in
 with the instructors' tools blocked in its kernel, so its graded notebook also shows that the
 solutions run, top to bottom, on a student's install.
 
@@ -95,11 +95,12 @@ def class_of(assignment: str) -> list[Student]:
         Student(assignment, "solutions", solutions, first_cell=WITHOUT_INSTRUCTOR_TOOLS),
         Student(assignment, "untouched", {}, untouched=True),
     ]
-    # Three wrong students: exercise i is answered right by student i % 3 and wrong by the other
-    # two, each with a different wrong answer. So every exercise loses its points to two wrong
-    # answers, and keeps them in a notebook whose other exercises are wrong.
-    for n in range(3):
-        chosen = [by_cell[cell][(n - i) % 3 - 1] for i, cell in enumerate(exercises) if (n - i) % 3]
+    # Two wrong students: exercise i is answered wrong by student i % 2 and right by the other.
+    # So every exercise loses its points to a wrong answer (each of them is also graded on its
+    # own, in tests/test_wrong_submissions.py), and keeps them in a notebook whose neighbouring
+    # exercises are wrong.
+    for n in range(2):
+        chosen = [by_cell[cell][n] for i, cell in enumerate(exercises) if i % 2 == n]
         code = {**solutions, **{w.replaces: w.cell_code(solutions) for w in chosen}}
         zero = {test for w in chosen for test in w.fails + later_tests_needing(assignment, w.replaces)}
         # A wrong answer that reaches into the checks' frames is also flagged as tampering: every
