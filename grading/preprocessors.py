@@ -276,7 +276,7 @@ def _reaching(node: ast.AST, code: str, aliases: dict[str, str], calls: set[int]
         return [segment]
     if isinstance(node, ast.Call) and _constant_getattr(node) is not None:
         name = _dotted(node, aliases)
-        obj, attribute = _constant_getattr(node)
+        _, attribute = _constant_getattr(node)
         if name in REACHING or attribute in REACHING_ATTRIBUTES:
             return [segment]
     return []

@@ -94,7 +94,7 @@ VERIFY_EVENT = "launcher.guard.verify"
 # torch.manual_seed when an optimizer's first step imports it).
 TORCH = os.path.dirname(importlib.util.find_spec("torch").origin) + os.sep
 # What the kernel itself swaps for every request it runs (ipykernel's stdin for ``input``).
-SWAPPED = {"builtins.input", "builtins.raw_input", "getpass.getpass"}
+SWAPPED = {"builtins.input"}
 
 
 class TamperingDetected(RuntimeError):
