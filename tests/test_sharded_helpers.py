@@ -12,7 +12,9 @@ from torch import nn
 
 from autograder.sharded_data_parallel import (
     fully_shard_bytes_reference,
+    fully_shard_memory_reference,
     fully_shard_traffic_reference,
+    measure_fully_shard_memory,
     measure_fully_shard_step,
 )
 from autograder.sharded_data_parallel.buckets import PeakBytes, gradients_loss
@@ -96,6 +98,24 @@ def test_the_mixed_precision_rule_is_what_fully_shard_sends_and_keeps(world_size
     expected = fully_shard_bytes_reference(layers, world_size, reshard)
     for measured in launch(measure_fully_shard_step, world_size, layers, reshard, backend="gloo"):
         assert measured == expected
+
+
+@pytest.mark.parametrize(
+    ("world_size", "reshard", "sync"),
+    [(3, True, True), (3, False, False), (2, True, False), (1, False, True)],
+)
+def test_the_memory_model_is_what_fully_shard_keeps(world_size: int, reshard: bool, sync: bool) -> None:
+    """What lasts between steps and what a micro-batch leaves are exact on rank 0 (the others hold
+    fewer rows of some parameters, so less); the step's peak is above the model's floor."""
+    layers = [(6, 3), (2, 6), (5, 2)]  # rows that do not divide by 2 or 3
+    expected = fully_shard_memory_reference(layers, world_size, reshard, sync)
+    measured = launch(measure_fully_shard_memory, world_size, layers, reshard, sync, backend="gloo")
+    assert measured[0]["states"] == expected["states"]
+    assert measured[0]["gradients"] == expected["gradients"]
+    for rank_measured in measured:
+        assert rank_measured["states"] <= expected["states"]
+        assert rank_measured["peak"] >= rank_measured["states"] + rank_measured["gradients"]
+    assert measured[0]["peak"] >= sum(expected.values())
 
 
 def test_the_gradients_loss_gives_each_parameter_its_gradient_last_first() -> None:

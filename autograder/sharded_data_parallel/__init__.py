@@ -16,6 +16,9 @@ whole weights were alive in the rank's memory after each tensor operation.
   step (`check_fully_shard_traffic`);
 - `mixed`: `fully_shard` in mixed precision: the bytes it sends and holds, predicted
   (`check_fully_shard_bytes`) and measured (`measure_fully_shard_step`);
+- `memory`: what `fully_shard` keeps in memory with AdamW and gradient accumulation, predicted
+  (`check_fully_shard_memory`) and measured with torch's `FSDPMemTracker`
+  (`measure_fully_shard_memory`);
 - `buckets` and `prefetch`: what the ZeRO-2 and FSDP checks watch during backward (the bytes alive
   at once; the order of all_gathers, their waits and the products with whole weights);
 - `common`: what they share: the mode that watches what a rank keeps, the volumes its collectives
@@ -35,6 +38,7 @@ from ..torch_compat import full_tensor, fully_shard, gather_rows
 from .buckets import PeakBytes
 from .clipping import check_clip_sharded
 from .fsdp import check_fsdp, make_layers
+from .memory import check_fully_shard_memory, fully_shard_memory_reference, measure_fully_shard_memory
 from .mixed import check_fully_shard_bytes, fully_shard_bytes_reference, measure_fully_shard_step
 from .torch_fsdp import check_fully_shard, check_fully_shard_traffic, fully_shard_traffic_reference
 from .zero import (
@@ -53,6 +57,7 @@ __all__ = [
     "check_fsdp",
     "check_fully_shard",
     "check_fully_shard_bytes",
+    "check_fully_shard_memory",
     "check_fully_shard_traffic",
     "check_shard_pieces",
     "check_zero_memory",
@@ -60,12 +65,14 @@ __all__ = [
     "flat_pieces_reference",
     "full_tensor",
     "fully_shard_bytes_reference",
+    "fully_shard_memory_reference",
     "fully_shard_traffic_reference",
     "fully_shard",
     "gather_rows",
     "make_batch",
     "make_layers",
     "make_mlp",
+    "measure_fully_shard_memory",
     "measure_fully_shard_step",
     "mse",
     "zero_memory_reference",
