@@ -10,10 +10,10 @@ from collections.abc import Callable, Sequence
 
 import torch
 import torch.distributed as dist
-from torch import nn
 
 from ..checks import fail
 from .common import _type
+from .mixed import mixed_precision_model
 
 KEYS = ("states", "gradients", "whole_parameters")
 
@@ -63,21 +63,9 @@ def measure_fully_shard_memory(
     ``at_peak``: what they were)."""
     from torch.distributed._tools.fsdp2_mem_tracker import FSDPMemTracker
     from torch.distributed._tools.fsdp2_mem_tracker import _FSDPRefType as Kind
-    from torch.distributed.device_mesh import init_device_mesh
-    from torch.distributed.fsdp import MixedPrecisionPolicy
-
-    from ..torch_compat import fully_shard
 
     torch.manual_seed(0)
-    model = nn.Sequential(*(nn.Linear(in_f, out_f) for out_f, in_f in layers))
-    options = {
-        "mesh": init_device_mesh("cpu", (world_size,)),
-        "reshard_after_forward": reshard_after_forward,
-        "mp_policy": MixedPrecisionPolicy(param_dtype=torch.bfloat16, reduce_dtype=torch.float32),
-    }
-    for layer in model:
-        fully_shard(layer, **options)
-    fully_shard(model, **options)
+    model = mixed_precision_model(layers, world_size, reshard_after_forward)
     optimizer = torch.optim.AdamW(model.parameters(), lr=1e-3)
     data = torch.randn(2, 2, layers[0][1])
     tracker = FSDPMemTracker(model, optimizer)

@@ -40,16 +40,13 @@ class _CollectiveBytes(TorchDispatchMode):
         return func(*args, **(kwargs or {}))
 
 
-def measure_fully_shard_step(
-    rank: int, world_size: int, layers: Sequence[tuple[int, int]], reshard_after_forward: bool
-) -> dict[str, int]:
-    """In a rank: linear layers ``(out_features, in_features)``, each its own ``fully_shard`` unit
-    in mixed precision (bf16 parameters, fp32 reduction); one training step's all_gather and
-    reduce_scatter bytes, and the bytes of whole parameters the model holds when forward returns
-    (while a unit is whole, its module's parameters are plain tensors, not DTensors)."""
+def mixed_precision_model(
+    layers: Sequence[tuple[int, int]], world_size: int, reshard_after_forward: bool
+) -> nn.Module:
+    """In a rank: linear layers ``(out_features, in_features)`` in a ``Sequential``, each its own
+    ``fully_shard`` unit over all ranks, in mixed precision (bf16 parameters, fp32 reduction)."""
     from torch.distributed.device_mesh import init_device_mesh
     from torch.distributed.fsdp import MixedPrecisionPolicy
-    from torch.distributed.tensor import DTensor
 
     from ..torch_compat import fully_shard
 
@@ -62,6 +59,19 @@ def measure_fully_shard_step(
     for layer in model:
         fully_shard(layer, **options)
     fully_shard(model, **options)
+    return model
+
+
+def measure_fully_shard_step(
+    rank: int, world_size: int, layers: Sequence[tuple[int, int]], reshard_after_forward: bool
+) -> dict[str, int]:
+    """In a rank: linear layers ``(out_features, in_features)``, each its own ``fully_shard`` unit
+    in mixed precision (bf16 parameters, fp32 reduction); one training step's all_gather and
+    reduce_scatter bytes, and the bytes of whole parameters the model holds when forward returns
+    (while a unit is whole, its module's parameters are plain tensors, not DTensors)."""
+    from torch.distributed.tensor import DTensor
+
+    model = mixed_precision_model(layers, world_size, reshard_after_forward)
     collectives = _CollectiveBytes(world_size)
     with collectives:
         out = model(torch.randn(4, layers[0][1]))
