@@ -127,6 +127,7 @@ class WrongSubmission:
     replaces: str  # the solution cell's grade id
     fails: list[str]  # the test cells' grade ids that must fail
     code: str
+    says: str = ""  # words each failing test's message must contain: the mistake, named
 
     @property
     def name(self) -> str:
@@ -151,9 +152,10 @@ def _submissions(folder: Path, assignment: str) -> list[WrongSubmission]:
     for path in sorted((folder / assignment).glob("*.py")):
         code = path.read_text()
         doc = ast.get_docstring(ast.parse(code)) or ""
-        fields = dict(re.findall(r"^(replaces|fails):\s*(.+)$", doc, flags=re.MULTILINE))
+        fields = dict(re.findall(r"^(replaces|fails|says):\s*(.+)$", doc, flags=re.MULTILINE))
         if "replaces" not in fields or "fails" not in fields:
             raise ValueError(f"{path}: its docstring must have a 'replaces:' line and a 'fails:' line")
         fails = [] if fields["fails"].strip() == "none" else fields["fails"].split()
-        found.append(WrongSubmission(path, assignment, fields["replaces"].strip(), fails, code))
+        says = fields.get("says", "").strip()
+        found.append(WrongSubmission(path, assignment, fields["replaces"].strip(), fails, code, says))
     return found

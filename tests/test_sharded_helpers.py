@@ -89,6 +89,9 @@ def test_the_kept_storages_name_the_mistake() -> None:
     whole_master_copy = [64, 32, 32]
     hint = _kept_hint(whole_master_copy, shapes, 16)
     assert "whole flat copy" in hint and "two moments" not in hint
+    whole_parameters_and_gradients = [64, 64, 32, 32]  # moments sharded, two whole flat copies kept
+    hint = _kept_hint(whole_parameters_and_gradients, shapes, 16)
+    assert "whole flat copies" in hint and "two moments" not in hint
 
 
 @pytest.mark.parametrize("world_size", [1, 3])

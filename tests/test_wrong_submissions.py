@@ -1,5 +1,6 @@
-"""Every deliberately wrong submission fails the tests of its exercise, and only those; every
-other correct solution passes them.
+"""Every deliberately wrong submission fails the tests of its exercise, and only those, with a
+message that names its mistake where its docstring's ``says:`` line gives the words; every other
+correct solution passes them.
 
 This runs each exercise's test cells directly in this process, with the submission's code in
 place of the solution: the same checks nbgrader runs, in seconds. (test_grading.py sends
@@ -65,6 +66,10 @@ def test_a_wrong_submission_fails_exactly_its_tests(wrong: WrongSubmission) -> N
     assert failed == expected, f"{wrong.name}: expected {sorted(expected)} to fail, got {outcome}"
     for test in wrong.fails:  # a test that fails must say something a student can act on
         assert len(outcome[test]) > 40, outcome[test]
+        # and, where the submission's docstring says how, name the mistake it made
+        assert wrong.says in " ".join(outcome[test].split()), (
+            f"{wrong.name}: {test} did not say {wrong.says!r}"
+        )
 
 
 @pytest.mark.parametrize("other", OTHERS, ids=[s.name for s in OTHERS])

@@ -12,6 +12,7 @@ from torch.multiprocessing.reductions import StorageWeakRef
 from torch.utils._python_dispatch import TorchDispatchMode
 
 from ..checks import tensors_in
+from ..comm import _COLLECTIVE_NAMES, _CONTRIBUTED_ARGUMENT
 
 
 class PeakBytes(TorchDispatchMode):
@@ -51,6 +52,28 @@ class PeakBytes(TorchDispatchMode):
         for pointer in dead:
             del self.refs[pointer]
         return sum(nbytes for _, nbytes in self.refs.values())
+
+
+class SentBuckets(TorchDispatchMode):
+    """While active, notes the input storages of every reduce_scatter, and, as each is issued, how
+    many storages of earlier ones are still alive. One may be: a bucket whose asynchronous
+    reduce_scatter was waited on just before, its handle not yet let go, or a buffer Gloo's worker
+    holds a moment after sending it. More are buckets kept after they were sent."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.sent: list[tuple[int, StorageWeakRef]] = []
+        self.most_alive = 0
+
+    def __torch_dispatch__(self, func: Any, types: Any, args: tuple = (), kwargs: dict | None = None) -> Any:
+        op = func.overloadpacket.__name__
+        if _COLLECTIVE_NAMES.get(op) == "reduce_scatter" and func.namespace in ("c10d", "_c10d_functional"):
+            given = args[_CONTRIBUTED_ARGUMENT.get(op, 0)]
+            storages = {t.untyped_storage().data_ptr(): t.untyped_storage() for t in tensors_in(given)}
+            earlier = {pointer for pointer, ref in self.sent if not ref.expired() and pointer not in storages}
+            self.most_alive = max(self.most_alive, len(earlier))
+            self.sent += [(pointer, StorageWeakRef(storage)) for pointer, storage in storages.items()]
+        return func(*args, **(kwargs or {}))
 
 
 def gradients_loss(params: Sequence[torch.Tensor], grads: Sequence[torch.Tensor]) -> torch.Tensor:

@@ -14,7 +14,7 @@ from torch import nn
 
 from ..checks import counted, expect_close, expect_equal, fail, fresh_seed, private_generator, run_ranks
 from ..comm import CommLog
-from .buckets import PeakBytes, gradients_loss
+from .buckets import PeakBytes, SentBuckets, gradients_loss
 from .common import _close, _compare, _counts, _params_like, _Storages, _volumes
 
 GRADIENT_SCALE = 0.01  # the checks' gradients are N(0, 0.01^2): with eps=0.01, Adam sees a missing 1/n
@@ -207,12 +207,12 @@ def _zero_on_rank(
                 log.calls.clear()
             else:
                 loss = gradients_loss(params, local)
-                peak = PeakBytes()
-                with storages, peak:
+                peak, sent = PeakBytes(), SentBuckets()
+                with storages, peak, sent:
                     loss.backward()
                 del loss
                 in_backward.append(_volumes(log.summary()))
-                peaks.append((peak.peak, peak.when))
+                peaks.append((peak.peak, peak.when, sent.most_alive))
             storages.hand_over([*params, *(p.grad for p in params)])
             with storages:
                 optimizer.step()
@@ -361,7 +361,7 @@ def _expect_buckets_in_backward(
     allowed = 4 * (share + len(shapes) + 3 * bucket + largest) + 1024
     if numel >= 8 * bucket:  # many buckets large: in any case less than the whole gradient
         allowed = min(allowed, 4 * numel - 1)
-    for step, (scattered, (peak, when)) in enumerate(
+    for step, (scattered, (peak, when, kept_sent)) in enumerate(
         zip(result["in_backward"], result["peaks"], strict=True), 1
     ):
         sent = scattered.get("reduce_scatter", 0)
@@ -370,6 +370,12 @@ def _expect_buckets_in_backward(
                 f"{where}: in step {step}, the reduce_scatters issued while backward ran carried {sent} of "
                 f"the {numel} gradients. Each bucket should be reduced from the gradient hooks as soon as "
                 "its last gradient is in, during backward, not after it (in step())."
+            )
+        if kept_sent > 1:
+            fail(
+                f"{where}: in step {step}, when a bucket's reduce_scatter was issued, {kept_sent} buckets "
+                "sent before it were still alive. Keep no bucket once it is sent (once its reduce_scatter "
+                "is waited on, if asynchronous): only its shard stays."
             )
         if peak > allowed:
             fail(
@@ -392,11 +398,18 @@ def _kept_hint(sizes: list[int], shapes: Sequence[tuple[int, ...]], numel: int) 
                 left.remove(4 * math.prod(shape))
             else:
                 per_parameter = False
-    if per_parameter or len(whole) >= 2:
+    if per_parameter:
         return (
             " Among them are two fp32 tensors the size of every parameter: Adam's two moments for every "
             "parameter. Does every rank update every parameter? Each should keep state, and update, for "
             "its own shard only."
+        )
+    if len(whole) >= 2:
+        return (
+            f" Among them are {len(whole)} tensors each as large as the whole model in fp32 ({4 * numel} "
+            "bytes): whole flat copies (of the parameters, the gradients or the moments?) kept from step to "
+            "step. Keep only this rank's shard of each; a whole buffer step() needs can be made inside it "
+            "and let go."
         )
     if whole:
         return (

@@ -2,6 +2,7 @@
 
 replaces: sequence
 fails: test_sequence test_sequence_more
+says: gathered the input's tokens with an all_reduce
 """
 
 import torch

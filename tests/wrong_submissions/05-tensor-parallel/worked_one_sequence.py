@@ -2,6 +2,7 @@
 
 replaces: worked
 fails: test_worked_nvlink test_worked_ndr test_worked_compute
+says: compute for one sequence of 2048 tokens
 """
 
 activation_bytes = 2048 * 8192 * 2

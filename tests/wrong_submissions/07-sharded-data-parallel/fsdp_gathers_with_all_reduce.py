@@ -3,6 +3,7 @@ holding this rank's shard and zeros elsewhere: the right weights, at twice an al
 
 replaces: fsdp
 fails: test_fsdp test_fsdp_more
+says: gather the weights with an all_gather
 """
 
 import torch.distributed as dist

@@ -3,6 +3,7 @@ could keep its part of gradients no reduce_scatter has summed.
 
 replaces: fsdp_memory
 fails: test_fsdp_memory_more
+says: count sharded gradients, though without a reduce_scatter
 """
 
 

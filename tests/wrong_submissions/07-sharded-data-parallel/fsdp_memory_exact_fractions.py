@@ -3,6 +3,7 @@ ceil(rows / world_size) rows of each parameter.
 
 replaces: fsdp_memory
 fails: test_fsdp_memory test_fsdp_memory_more
+says: divide the parameters evenly
 """
 
 

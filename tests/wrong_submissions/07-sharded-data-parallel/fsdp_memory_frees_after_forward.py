@@ -3,6 +3,7 @@ unit whole from its forward to its backward.
 
 replaces: fsdp_memory
 fails: test_fsdp_memory_more
+says: free the units after forward
 """
 
 

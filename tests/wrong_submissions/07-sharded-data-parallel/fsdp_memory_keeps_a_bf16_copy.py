@@ -3,6 +3,7 @@ master, sharded.
 
 replaces: fsdp_memory
 fails: test_fsdp_memory test_fsdp_memory_more
+says: count a bf16 copy of the parameters between steps
 """
 
 

@@ -3,6 +3,7 @@ another computes.
 
 replaces: fsdp_memory
 fails: test_fsdp_memory test_fsdp_memory_more
+says: prefetching brings the next unit in
 """
 
 

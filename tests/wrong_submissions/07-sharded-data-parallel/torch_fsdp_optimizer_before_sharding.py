@@ -3,6 +3,7 @@ nothing is trained.
 
 replaces: torch_fsdp
 fails: test_torch_fsdp test_torch_fsdp_more
+says: make the optimizer before fully_shard
 """
 
 import torch

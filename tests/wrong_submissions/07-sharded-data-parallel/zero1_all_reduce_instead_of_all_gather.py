@@ -3,6 +3,7 @@ twice the bytes of an all_gather.
 
 replaces: zero1
 fails: test_zero1 test_zero1_more
+says: all_gather the updated shards
 """
 
 import torch

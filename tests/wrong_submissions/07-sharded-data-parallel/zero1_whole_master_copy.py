@@ -2,6 +2,7 @@
 
 replaces: zero1
 fails: test_zero1 test_zero1_more
+says: a whole flat copy of the parameters or gradients
 """
 
 import torch

@@ -3,6 +3,7 @@ of buffers that are zero outside this rank's piece: right values, twice an all_g
 
 replaces: zero2
 fails: test_zero2 test_zero2_more
+says: all_gather the updated shards
 """
 
 import torch
