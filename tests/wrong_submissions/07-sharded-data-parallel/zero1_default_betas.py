@@ -2,6 +2,7 @@
 
 replaces: zero1
 fails: test_zero1_more
+says: use betas (0.9, 0.999) where the optimizer was given
 """
 
 
