@@ -157,6 +157,8 @@ def check_fully_shard_bytes(
                 "count the whole parameters in fp32 (4 bytes each)": 4 * elements,
                 "count the padded parameters (the padding is only in the communication buffer)": 2
                 * sum(-(-o // world_size) * world_size * (i + 1) for o, i in layers),
+                "count the padded parameters in fp32 (whole parameters are bf16, and their own rows only)": 4
+                * sum(-(-o // world_size) * world_size * (i + 1) for o, i in layers),
             },
         }[key]
         for mistake, value in mistakes.items():

@@ -2,6 +2,7 @@
 
 replaces: clip
 fails: test_clip test_clip_more
+says: add up the ranks' norms
 """
 
 import torch

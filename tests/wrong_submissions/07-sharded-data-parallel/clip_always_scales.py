@@ -3,6 +3,7 @@ gradients.
 
 replaces: clip
 fails: test_clip test_clip_more
+says: clipping only ever shrinks gradients
 """
 
 import torch

@@ -2,6 +2,7 @@
 
 replaces: clip
 fails: test_clip test_clip_more
+says: take the norm of this rank's shard only
 """
 
 import torch

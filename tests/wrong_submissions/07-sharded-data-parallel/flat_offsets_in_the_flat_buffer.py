@@ -2,6 +2,7 @@
 
 replaces: flat
 fails: test_flat test_flat_more
+says: offsets in the whole flat buffer
 """
 
 

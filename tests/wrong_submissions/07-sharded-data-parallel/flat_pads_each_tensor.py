@@ -2,6 +2,7 @@
 
 replaces: flat
 fails: test_flat test_flat_more
+says: pad each parameter on its own
 """
 
 

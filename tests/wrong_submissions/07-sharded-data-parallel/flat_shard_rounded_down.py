@@ -2,6 +2,7 @@
 
 replaces: flat
 fails: test_flat test_flat_more
+says: round the shard size down
 """
 
 

@@ -2,6 +2,7 @@
 
 replaces: fsdp_bytes
 fails: test_fsdp_bytes test_fsdp_bytes_more
+says: gather the fp32 parameters
 """
 
 

@@ -3,6 +3,7 @@ fp32.
 
 replaces: fsdp_bytes
 fails: test_fsdp_bytes test_fsdp_bytes_more
+says: reduce the gradients in bf16
 """
 
 

@@ -2,6 +2,7 @@
 
 replaces: fsdp_bytes
 fails: test_fsdp_bytes_more
+says: count the units as resharded when they stay whole
 """
 
 

@@ -2,6 +2,7 @@
 
 replaces: fsdp
 fails: test_fsdp test_fsdp_more
+says: were alive at once
 """
 
 

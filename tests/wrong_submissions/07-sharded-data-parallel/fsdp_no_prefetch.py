@@ -3,6 +3,7 @@ but no all_gather overlaps any computation.
 
 replaces: fsdp
 fails: test_fsdp test_fsdp_more
+says: computed before layer 1's all_gather started
 """
 
 import torch

@@ -3,6 +3,7 @@ all_gather: the order looks right, yet the layer waits for it all the same.
 
 replaces: fsdp
 fails: test_fsdp test_fsdp_more
+says: nothing overlaps
 """
 
 import torch

@@ -3,6 +3,7 @@ after a few layers, every layer is whole on every rank.
 
 replaces: fsdp
 fails: test_fsdp test_fsdp_more
+says: were alive at once
 """
 
 import torch

@@ -4,6 +4,7 @@ it, so nothing overlaps there.
 
 replaces: fsdp
 fails: test_fsdp test_fsdp_more
+says: in step 1's backward
 """
 
 import torch

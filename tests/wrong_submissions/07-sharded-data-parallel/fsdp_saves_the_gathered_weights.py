@@ -3,6 +3,7 @@ stays whole from its forward until its backward.
 
 replaces: fsdp
 fails: test_fsdp test_fsdp_more
+says: if autograd saves them for backward
 """
 
 import torch

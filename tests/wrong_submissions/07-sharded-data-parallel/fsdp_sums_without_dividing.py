@@ -2,6 +2,7 @@
 
 replaces: fsdp
 fails: test_fsdp test_fsdp_more
+says: without dividing by the world size
 """
 
 import torch.distributed as dist

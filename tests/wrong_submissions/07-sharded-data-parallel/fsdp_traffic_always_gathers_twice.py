@@ -2,6 +2,7 @@
 
 replaces: fsdp_traffic
 fails: test_fsdp_traffic_more
+says: gather each unit again in backward, though it was never freed
 """
 
 

@@ -3,6 +3,7 @@ FSDP2 pads each parameter's rows.
 
 replaces: fsdp_traffic
 fails: test_fsdp_traffic test_fsdp_traffic_more
+says: pad each unit's flat buffer as a whole
 """
 
 

@@ -2,6 +2,7 @@
 
 replaces: fsdp_traffic
 fails: test_fsdp_traffic test_fsdp_traffic_more
+says: leave out the padding
 """
 
 

@@ -2,6 +2,7 @@
 
 replaces: fsdp_traffic
 fails: test_fsdp_traffic_more
+says: On one rank, fully_shard has no other rank
 """
 
 

@@ -3,6 +3,7 @@ they are gathered together.
 
 replaces: torch_fsdp
 fails: test_torch_fsdp test_torch_fsdp_more
+says: its unit of sharding is larger than a layer
 """
 
 import torch

@@ -3,6 +3,7 @@ the work.
 
 replaces: torch_fsdp
 fails: test_torch_fsdp test_torch_fsdp_more
+says: (the whole batch)
 """
 
 import torch

@@ -2,6 +2,7 @@
 
 replaces: worked
 fails: test_worked_stages test_worked_gpus
+says: count K = 16 bytes of optimizer state
 """
 
 import math

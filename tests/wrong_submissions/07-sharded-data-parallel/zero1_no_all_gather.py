@@ -2,6 +2,7 @@
 
 replaces: zero1
 fails: test_zero1 test_zero1_more
+says: it never shared its updated shard
 """
 
 import torch

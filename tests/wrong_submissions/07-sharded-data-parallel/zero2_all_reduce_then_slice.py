@@ -3,6 +3,7 @@ bytes.
 
 replaces: zero2
 fails: test_zero2 test_zero2_more
+says: An all_reduce then a slice sends twice the bytes
 """
 
 import torch

@@ -3,6 +3,7 @@ again.
 
 replaces: zero2
 fails: test_zero2 test_zero2_more
+says: divide by the world size twice
 """
 
 import torch

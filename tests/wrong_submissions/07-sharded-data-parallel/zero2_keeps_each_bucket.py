@@ -2,6 +2,7 @@
 
 replaces: zero2
 fails: test_zero2 test_zero2_more
+says: A bucket's flat gradient is not needed once it is sent
 """
 
 import torch

@@ -3,6 +3,7 @@
 
 replaces: zero2
 fails: test_zero2 test_zero2_more
+says: some parameters still hold a .grad
 """
 
 import torch

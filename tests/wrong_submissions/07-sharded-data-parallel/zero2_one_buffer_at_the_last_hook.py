@@ -3,6 +3,7 @@ the last gradient's hook: still during backward, yet the whole gradient is alive
 
 replaces: zero2
 fails: test_zero2 test_zero2_more
+says: the whole fp32 gradient is
 """
 
 import torch

@@ -3,6 +3,7 @@ step(), after backward: the whole gradient waits in the buckets until then.
 
 replaces: zero2
 fails: test_zero2 test_zero2_more
+says: not after it (in step())
 """
 
 import torch

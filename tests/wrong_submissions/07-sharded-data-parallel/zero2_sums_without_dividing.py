@@ -2,6 +2,7 @@
 
 replaces: zero2
 fails: test_zero2 test_zero2_more
+says: without dividing by the world size
 """
 
 import torch

@@ -2,6 +2,7 @@
 
 replaces: zero_memory
 fails: test_zero_memory
+says: there is no stage 4
 """
 
 

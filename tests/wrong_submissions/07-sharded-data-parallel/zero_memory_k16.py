@@ -2,6 +2,7 @@
 
 replaces: zero_memory
 fails: test_zero_memory
+says: (K=16)
 """
 
 

@@ -2,6 +2,7 @@
 
 replaces: zero_memory
 fails: test_zero_memory
+says: shard the 16-bit parameters already in stage 1
 """
 
 
