@@ -111,7 +111,9 @@ def check_collective_call(
                     f"collective_call({name!r}, {size}, world_size={world_size}, device=cuda:{rank}) on "
                     f"rank {rank} of {counted(world_size, 'rank')}"
                 )
-                _check_one_call(what, name, called, expected(name, rank, world_size, chunk))
+                # What taking the whole array for each rank's chunk gives, a common slip.
+                whole = expected(name, rank, world_size, chunk * world_size) if world_size > 1 else None
+                _check_one_call(what, name, called, expected(name, rank, world_size, chunk), whole)
                 if waited is False:
                     fail(
                         f"{what}: calling what it returns came back before the other ranks had even called "
@@ -121,7 +123,9 @@ def check_collective_call(
                     )
 
 
-def _check_one_call(what: str, name: str, called: list[tuple], sizes: list[int]) -> None:
+def _check_one_call(
+    what: str, name: str, called: list[tuple], sizes: list[int], whole: list[int] | None = None
+) -> None:
     __tracebackhide__ = True
     collectives = [e for e in called if is_collective(e)]
     extra = [e for e in called if e[0] == "op" and e[1] != "c10d" and e[2] not in VIEWS_AND_COPIES]
@@ -143,7 +147,14 @@ def _check_one_call(what: str, name: str, called: list[tuple], sizes: list[int])
     if numels != sizes:
         fail(
             f"{what}: the {name} moved tensors of {numels} elements (its arguments as torch passes them "
-            f"on); expected {sizes}. The whole array is world_size x chunk elements, with "
+            f"on); expected {sizes}."
+            + (
+                " That is what you get if you make each rank's chunk the whole array, world_size times "
+                "too many elements."
+                if whole is not None and numels == whole
+                else ""
+            )
+            + " The whole array is world_size x chunk elements, with "
             "chunk = size_bytes // (4 * world_size) float32 elements."
         )
     wrong = sorted({str(d) for d in dtypes(event) if d != torch.float32})

@@ -108,6 +108,12 @@ def check_accumulation(
                         f"{where}: {counted(len(early), 'all_reduce')} started before the last "
                         "micro-batch's forward. The other micro-batches only add up their gradients in "
                         ".grad; communicate once, during the last one's backward."
+                        + (
+                            " Call 1 started none there, so something the earlier call left behind "
+                            "communicated: hooks it registered and never removed (or switched off)."
+                            if call
+                            else ""
+                        )
                     )
                 expect_launches(where, events[last:], per_parameter, params, ordered=False, hooks_first=False)
                 expect_waits(where, events[last:], waited)

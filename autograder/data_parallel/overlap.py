@@ -123,7 +123,15 @@ def check_overlap(
                 for rank in range(world_size):
                     grads, events, waited = per_rank[rank][step]
                     where = f"{what}, step {step + 1}, rank {rank}"
-                    expect_launches(where, events, groups, params, ordered=bool(buckets), hooks_first=True)
+                    expect_launches(
+                        where,
+                        events,
+                        groups,
+                        params,
+                        ordered=bool(buckets),
+                        hooks_first=True,
+                        earlier=step > 0,
+                    )
                     expect_waits(where, events, waited)
                     expect_average(where, grads, local, rank)
 
@@ -159,9 +167,16 @@ def started(events: list) -> list[tuple[int, int]]:
 
 
 def expect_launches(
-    what: str, events: list, groups: list[list[int]], params: list, ordered: bool, hooks_first: bool
+    what: str,
+    events: list,
+    groups: list[list[int]],
+    params: list,
+    ordered: bool,
+    hooks_first: bool,
+    earlier: bool = False,
 ) -> None:
-    """Fail, naming the mistake, unless the all_reduces started as `launch_plan` says."""
+    """Fail, naming the mistake, unless the all_reduces started as `launch_plan` says. ``earlier``:
+    an earlier step on the same synchroniser passed this check."""
     __tracebackhide__ = True
     plan, actual = launch_plan(events, groups, params, ordered, hooks_first), started(events)
     if actual == plan:
@@ -175,9 +190,21 @@ def expect_launches(
             "overlaps with the rest of backward."
         )
     if sorted(n for _, n in actual) != sorted(n for _, n in plan):
+        named = ""
+        each = sorted(params[i].numel() for group in groups for i in group)
+        if not actual and earlier:
+            named = (
+                " None started, where step 1's did: something kept from the earlier step stops them from "
+                "starting, such as a count of the gradients still to come never reset after a step."
+            )
+        elif ordered and len(actual) > len(plan) and sorted(n for _, n in actual) == each:
+            named = (
+                " That is one all_reduce per parameter: copy each bucket's gradients into one flat buffer "
+                "and all_reduce that once."
+            )
         fail(
             f"{what}: the all_reduces moved {[n for _, n in actual]} elements; expected one per {unit}: "
-            f"{[n for _, n in plan]}."
+            f"{[n for _, n in plan]}.{named}"
         )
     if ordered and [n for _, n in actual] != [n for _, n in plan]:
         fail(

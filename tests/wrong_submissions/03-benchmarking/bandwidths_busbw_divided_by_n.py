@@ -2,6 +2,7 @@
 
 replaces: bandwidths
 fails: test_bandwidths test_bandwidths_all
+says: divide by the number of ranks once too often
 """
 
 import torch

@@ -2,6 +2,7 @@
 
 replaces: bandwidths
 fails: test_bandwidths test_bandwidths_all
+says: count every rank's copy of the array, n times the whole
 """
 
 import torch

@@ -2,6 +2,7 @@
 
 replaces: bandwidths
 fails: test_bandwidths_all
+says: use the factor (n-1)/n
 """
 
 import torch

@@ -2,6 +2,7 @@
 
 replaces: bandwidths
 fails: test_bandwidths test_bandwidths_all
+says: count in GiB
 """
 
 import torch

@@ -2,6 +2,7 @@
 
 replaces: bandwidths
 fails: test_bandwidths_all
+says: use all_reduce's factor 2(n-1)/n
 """
 
 import torch

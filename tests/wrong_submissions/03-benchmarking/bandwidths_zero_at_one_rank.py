@@ -2,6 +2,7 @@
 
 replaces: bandwidths
 fails: test_bandwidths_all
+says: treat one rank apart, with a busbw of 0
 """
 
 import torch

@@ -2,6 +2,7 @@
 
 replaces: benchmark
 fails: test_benchmark test_benchmark_more
+says: were the clock's readings kept in float32
 """
 
 import time

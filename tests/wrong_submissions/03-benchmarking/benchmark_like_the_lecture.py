@@ -2,6 +2,7 @@
 
 replaces: benchmark
 fails: test_benchmark test_benchmark_more
+says: called dist.barrier() between the clock readings
 """
 
 import time

@@ -2,6 +2,7 @@
 
 replaces: benchmark
 fails: test_benchmark test_benchmark_more
+says: a handle from async_op=True must be waited on first
 """
 
 import time

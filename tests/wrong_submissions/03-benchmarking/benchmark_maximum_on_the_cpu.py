@@ -2,6 +2,7 @@
 
 replaces: benchmark
 fails: test_benchmark test_benchmark_more
+says: carried a tensor made without the rank's device
 """
 
 import time

@@ -2,6 +2,7 @@
 
 replaces: benchmark
 fails: test_benchmark test_benchmark_more
+says: calls before starting the clock
 """
 
 import time

@@ -2,6 +2,7 @@
 
 replaces: benchmark
 fails: test_benchmark test_benchmark_more
+says: no dist.barrier() between the warm-up and the first clock reading
 """
 
 import time

@@ -2,6 +2,7 @@
 
 replaces: collective_call
 fails: test_collective_call test_collective_call_all
+says: make each rank's chunk the whole array
 """
 
 import torch

@@ -2,6 +2,7 @@
 
 replaces: collective_call
 fails: test_collective_call_all
+says: ``gather_list`` must NOT be specified on non-destination ranks
 """
 
 import torch

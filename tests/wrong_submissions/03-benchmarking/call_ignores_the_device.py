@@ -2,6 +2,7 @@
 
 replaces: collective_call
 fails: test_collective_call test_collective_call_all
+says: carried a tensor that is not on the device it was given
 """
 
 import torch

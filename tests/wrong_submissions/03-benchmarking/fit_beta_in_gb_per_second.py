@@ -2,6 +2,7 @@
 
 replaces: alpha_beta
 fails: test_alpha_beta test_alpha_beta_more
+says: give beta in GB/s, not bytes per second
 """
 
 _right_fit = fit_alpha_beta  # noqa: F821 - the solution cell defines it

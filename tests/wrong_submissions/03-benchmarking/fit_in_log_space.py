@@ -2,6 +2,7 @@
 
 replaces: alpha_beta
 fails: test_alpha_beta_more
+says: minimise relative errors
 """
 
 import torch

@@ -2,6 +2,7 @@
 
 replaces: alpha_beta
 fails: test_alpha_beta_more
+says: fit 1/bandwidth against 1/n
 """
 
 import torch

@@ -2,6 +2,7 @@
 
 replaces: lecture
 fails: test_lecture_more
+says: count the reduce_scatter's input
 """
 
 

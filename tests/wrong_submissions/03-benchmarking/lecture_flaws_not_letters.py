@@ -2,6 +2,7 @@
 
 replaces: lecture
 fails: test_lecture_flaws
+says: is not one of the statements' letters
 """
 
 lecture_flaws = {"one timed call", "barrier inside the window"}

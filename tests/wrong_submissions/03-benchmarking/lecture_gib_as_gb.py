@@ -2,6 +2,7 @@
 
 replaces: lecture
 fails: test_lecture test_lecture_more
+says: print busbw in GB
 """
 
 

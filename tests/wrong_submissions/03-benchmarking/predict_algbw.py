@@ -2,6 +2,7 @@
 
 replaces: alpha_beta
 fails: test_alpha_beta test_alpha_beta_more
+says: predict algbw, not busbw
 """
 
 

@@ -2,6 +2,7 @@
 
 replaces: sweep
 fails: test_sweep test_sweep_more
+says: pass bandwidths() the size in bytes, not in elements
 """
 
 import torch

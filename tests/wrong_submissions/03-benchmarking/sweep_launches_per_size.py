@@ -2,6 +2,7 @@
 
 replaces: sweep
 fails: test_sweep test_sweep_more
+says: Launch once and loop over the sizes inside the ranks
 """
 
 import torch

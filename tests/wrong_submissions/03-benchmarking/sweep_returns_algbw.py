@@ -2,6 +2,7 @@
 
 replaces: sweep
 fails: test_sweep test_sweep_more
+says: return algbw, the first of what bandwidths() returns
 """
 
 import torch

@@ -2,6 +2,7 @@
 
 replaces: sweep
 fails: test_sweep test_sweep_more
+says: every rank must call it, for every size
 """
 
 import torch

@@ -2,6 +2,7 @@
 
 replaces: sweep
 fails: test_sweep test_sweep_more
+says: pass bandwidths() the whole array's elements
 """
 
 import torch

@@ -2,6 +2,7 @@
 
 replaces: sweep
 fails: test_sweep test_sweep_more
+says: launched the ranks with the launcher's collective checks on
 """
 
 import torch

@@ -2,6 +2,7 @@
 
 replaces: cost_models
 fails: test_cost_models test_cost_models_more
+says: send n / p per round, as a ring does
 """
 
 import math

@@ -2,6 +2,7 @@
 
 replaces: cost_models
 fails: test_cost_models_more
+says: use log2(p) without rounding up
 """
 
 import math

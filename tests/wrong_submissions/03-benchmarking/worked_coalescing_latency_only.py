@@ -2,6 +2,7 @@
 
 replaces: worked
 fails: test_worked_coalescing
+says: count only the latencies saved
 """
 
 coalesced_speedup = 64

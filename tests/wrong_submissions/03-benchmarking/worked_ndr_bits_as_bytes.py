@@ -2,6 +2,7 @@
 
 replaces: worked
 fails: test_worked_flat test_worked_two_level test_worked_below
+says: read 400 Gb/s as 400 GB/s
 """
 
 ndr = 400e9  # should be 400e9 / 8 bytes per second

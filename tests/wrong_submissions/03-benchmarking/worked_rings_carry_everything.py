@@ -2,6 +2,7 @@
 
 replaces: worked
 fails: test_worked_two_level test_worked_below
+says: send all the gradients across the nodes, not one eighth on each card
 """
 
 inside = 2 * 7 * (2e-6 + 14e9 / (8 * 450e9))

@@ -3,6 +3,7 @@ once per step, but none of it overlaps with backward.
 
 replaces: accumulate
 fails: test_accumulate test_accumulate_more
+says: started after backward had computed every gradient
 """
 
 import torch

@@ -3,6 +3,7 @@ step, but with the memory of the whole batch, which micro-batches exist to avoid
 
 replaces: accumulate
 fails: test_accumulate test_accumulate_more
+says: they are not concatenated
 """
 
 import torch

@@ -3,6 +3,7 @@ switched on, all_reduce during the first micro-batch's backward.
 
 replaces: accumulate
 fails: test_accumulate test_accumulate_more
+says: hooks it registered and never removed
 """
 
 import torch

@@ -3,6 +3,7 @@ the new ones.
 
 replaces: accumulate
 fails: test_accumulate test_accumulate_more
+says: leave the previous step's gradients in .grad
 """
 
 import torch

@@ -4,6 +4,7 @@ save.
 
 replaces: accumulate
 fails: test_accumulate test_accumulate_more
+says: One backward of the micro-batches' summed losses
 """
 
 import torch

@@ -3,6 +3,7 @@ bytes k times over, and a sum that counts the early micro-batches several times.
 
 replaces: accumulate
 fails: test_accumulate test_accumulate_more
+says: started before the last micro-batch's forward
 """
 
 import torch

@@ -2,6 +2,7 @@
 
 replaces: accumulate
 fails: test_accumulate test_accumulate_more
+says: add up the micro-batches' gradients without dividing by their number
 """
 
 import torch

@@ -2,6 +2,7 @@
 
 replaces: bucketed
 fails: test_bucketed test_bucketed_more
+says: started after backward had computed every gradient
 """
 
 import torch

@@ -4,6 +4,7 @@ Sequential, not of a model whose layers run in another order than they are regis
 
 replaces: bucketed
 fails: test_bucketed_more
+says: gradients can become final in another order than the buckets list them
 """
 
 import torch

@@ -3,6 +3,7 @@ backward waits for every bucket's communication before it goes on.
 
 replaces: bucketed
 fails: test_bucketed test_bucketed_more
+says: a blocking all_reduce, or a wait inside a hook
 """
 
 import torch

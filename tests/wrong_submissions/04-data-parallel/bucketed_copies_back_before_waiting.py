@@ -3,6 +3,7 @@ the buffer as it was before the result landed.
 
 replaces: bucketed
 fails: test_bucketed test_bucketed_more
+says: read (or copied back) before its handle was waited on
 """
 
 import torch

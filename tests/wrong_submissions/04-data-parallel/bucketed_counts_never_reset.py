@@ -3,6 +3,7 @@ second step on, no bucket is ever full again.
 
 replaces: bucketed
 fails: test_bucketed test_bucketed_more
+says: something kept from the earlier step stops them from starting
 """
 
 import torch

@@ -3,6 +3,7 @@ gradients come back rounded to float32.
 
 replaces: bucketed
 fails: test_bucketed_more
+says: was it reduced in float32?
 """
 
 import torch

@@ -2,6 +2,7 @@
 
 replaces: bucketed
 fails: test_bucketed test_bucketed_more
+says: That is one all_reduce per parameter
 """
 
 import torch.distributed as dist

@@ -3,6 +3,7 @@ ranks may then issue their buckets in different orders, and NCCL pairs them wron
 
 replaces: bucketed
 fails: test_bucketed_more
+says: Bucket i may start only once buckets 0 to i-1 have
 """
 
 import torch

@@ -2,6 +2,7 @@
 
 replaces: buckets
 fails: test_buckets test_buckets_more
+says: bring it up to the cap
 """
 
 

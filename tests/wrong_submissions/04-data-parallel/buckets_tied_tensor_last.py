@@ -3,6 +3,7 @@ not final there, since backward has yet to reach the tensor's earlier use.
 
 replaces: buckets
 fails: test_buckets_more
+says: put the tied tensor at its last position
 """
 
 

@@ -2,6 +2,7 @@
 
 replaces: buckets
 fails: test_buckets_more
+says: put the tied tensor in twice
 """
 
 

@@ -3,6 +3,7 @@ gradients overflow or vanish.
 
 replaces: compress
 fails: test_compress test_compress_more
+says: the all_reduces carried float16
 """
 
 import torch

@@ -3,6 +3,7 @@ holds this rank's gradients: the average never reaches them.
 
 replaces: compress
 fails: test_compress test_compress_more
+says: It is this rank's own gradient
 """
 
 import torch

@@ -3,6 +3,7 @@ DDP's own all_reduce.
 
 replaces: compress
 fails: test_compress test_compress_more
+says: the all_reduces carried float32
 """
 
 import torch.distributed as dist

@@ -2,6 +2,7 @@
 
 replaces: compress
 fails: test_compress test_compress_more
+says: It is the sum over the ranks
 """
 
 import torch

@@ -3,6 +3,7 @@ backward stops in the hook until each bucket's communication is over.
 
 replaces: compress
 fails: test_compress test_compress_more
+says: the hook waited on its all_reduce before backward was over
 """
 
 import torch

@@ -3,6 +3,7 @@ but on half the batch, read twice.
 
 replaces: data_parallel
 fails: test_data_parallel test_data_parallel_more
+says: which a rank before it read too
 """
 
 import torch

@@ -2,6 +2,7 @@
 
 replaces: data_parallel
 fails: test_data_parallel test_data_parallel_more
+says: sum the gradients over the ranks without dividing by the world size
 """
 
 import torch

@@ -3,6 +3,7 @@ times the data read and the work done.
 
 replaces: data_parallel
 fails: test_data_parallel test_data_parallel_more
+says: Each rank computes on all its own rows at once
 """
 
 import torch

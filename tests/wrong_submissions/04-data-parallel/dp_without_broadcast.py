@@ -2,6 +2,7 @@
 
 replaces: data_parallel
 fails: test_data_parallel test_data_parallel_more
+says: Every rank must start from rank 0's parameters
 """
 
 import torch

@@ -4,6 +4,7 @@ two copies of every gradient per step.
 
 replaces: flat
 fails: test_flat test_flat_more
+says: every parameter's .grad a contiguous slice of it
 """
 
 import torch

@@ -3,6 +3,7 @@ step: nothing allocated, yet the gradients are not views into it, and each is co
 
 replaces: flat
 fails: test_flat test_flat_more
+says: every parameter's .grad a contiguous slice of it
 """
 
 import torch

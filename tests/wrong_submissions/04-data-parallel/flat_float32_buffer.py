@@ -3,6 +3,7 @@ views into it (and copied through it, would lose half their digits).
 
 replaces: flat
 fails: test_flat_more
+says: attempting to assign a gradient with dtype 'float' to a tensor with grad_dtype 'Double'
 """
 
 import torch

@@ -3,6 +3,7 @@ buffer allocated per step.
 
 replaces: flat
 fails: test_flat test_flat_more
+says: or to a new tensor makes backward allocate a new one
 """
 
 import torch

@@ -2,6 +2,7 @@
 
 replaces: flat
 fails: test_flat test_flat_more
+says: It is the sum over the ranks
 """
 
 import torch

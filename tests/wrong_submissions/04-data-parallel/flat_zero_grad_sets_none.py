@@ -3,6 +3,7 @@ new ones, outside the buffer, and the buffer's all_reduce no longer reaches them
 
 replaces: flat
 fails: test_flat test_flat_more
+says: Setting .grad to None, as model.zero_grad() does by default
 """
 
 import torch

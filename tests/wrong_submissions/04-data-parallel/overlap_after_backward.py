@@ -2,6 +2,7 @@
 
 replaces: overlap
 fails: test_overlap test_overlap_more
+says: started after backward had computed every gradient
 """
 
 import torch.distributed as dist

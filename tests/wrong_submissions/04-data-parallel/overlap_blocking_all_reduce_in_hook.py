@@ -3,6 +3,7 @@ backward stands still until each one is over, so nothing overlaps.
 
 replaces: overlap
 fails: test_overlap test_overlap_more
+says: a blocking all_reduce, or a wait inside a hook
 """
 
 import torch.distributed as dist

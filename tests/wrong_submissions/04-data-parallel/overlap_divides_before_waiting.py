@@ -3,6 +3,7 @@ all_reduce's result, landing at the wait, wins.
 
 replaces: overlap
 fails: test_overlap test_overlap_more
+says: divide by the world size, after waiting
 """
 
 import torch.distributed as dist

@@ -2,6 +2,7 @@
 
 replaces: overlap
 fails: test_overlap_more
+says: cannot register a hook on a tensor that doesn't require gradient
 """
 
 import torch.distributed as dist

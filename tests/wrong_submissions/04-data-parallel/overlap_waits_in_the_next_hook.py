@@ -3,6 +3,7 @@ one overlaps with nothing, and backward stops at every hook until the one before
 
 replaces: overlap
 fails: test_overlap test_overlap_more
+says: a wait inside a hook
 """
 
 import torch.distributed as dist

@@ -2,6 +2,7 @@
 
 replaces: shard_loss
 fails: test_shard_loss
+says: take the mean over this rank's shard
 """
 
 

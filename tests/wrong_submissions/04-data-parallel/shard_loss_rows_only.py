@@ -2,6 +2,7 @@
 
 replaces: shard_loss
 fails: test_shard_loss
+says: divide by the number of rows but not by the number of outputs
 """
 
 

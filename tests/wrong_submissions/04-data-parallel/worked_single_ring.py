@@ -2,6 +2,7 @@
 
 replaces: worked
 fails: test_worked_seconds test_worked_tokens
+says: run one ring over all 64 GPUs
 """
 
 seconds_on_64 = 2 * 63 / 64 * 7e9 * 2 / 50e9
