@@ -3,11 +3,14 @@
 from __future__ import annotations
 
 import math
+import re
 from collections import Counter
 from collections.abc import Callable, Iterator, Sequence
 from typing import Any
 
 import torch
+
+from launcher import LaunchError
 
 from ..checks import _short, expect_tensor, fail
 from ..comm import CommLog
@@ -37,10 +40,18 @@ def _describe_case(fn: Callable, world_size: int, case: Case) -> str:
 
 
 def _run_in_place(
-    fn: Callable, world_sizes: Sequence[int], sizes: Sequence[Any], dtypes: Sequence[torch.dtype]
+    fn: Callable,
+    world_sizes: Sequence[int],
+    sizes: Sequence[Any],
+    dtypes: Sequence[torch.dtype],
+    hint: Callable[[int, Case, LaunchError], str] = lambda p, case, err: "",
+    outcomes: Callable[[list[torch.Tensor]], dict[str, list[torch.Tensor]]] = lambda inputs: {},
 ) -> Iterator[tuple[int, tuple, list[dict]]]:
     """Run ``fn(tensor)`` on every case at every world size, check that it all-reduced in place,
-    and yield ``(world_size, shape, each rank's communication summary)`` for further checks."""
+    and yield ``(world_size, shape, each rank's communication summary)`` for further checks.
+
+    When a case fails on the ranks, ``hint(world_size, case, err)`` is added to the message;
+    ``outcomes(inputs)`` maps typical mistakes to what each rank would then end with."""
     __tracebackhide__ = True
     for p in world_sizes:
         # Tensors that split evenly first: when one that does not then fails, the hint about
@@ -52,21 +63,30 @@ def _run_in_place(
             fn,
             cases,
             describe=lambda case, p=p: _describe_case(fn, p, case),
-            hint=lambda case, p=p: _split_hint(p, case[0]),
+            hint=lambda case, err, p=p: _split_hint(p, case[0]) + hint(p, case, err),
         )
         for i, case in enumerate(cases):
             per_rank = [results[rank][i] for rank in range(p)]
-            _check_all_reduced(_describe_case(fn, p, case), p, case, per_rank)
+            _check_all_reduced(_describe_case(fn, p, case), p, case, per_rank, outcomes)
             yield p, case[0], [summary for *_, summary in per_rank]
 
 
-def _check_all_reduced(what: str, p: int, case: Case, per_rank: list) -> None:
+def _check_all_reduced(
+    what: str,
+    p: int,
+    case: Case,
+    per_rank: list,
+    outcomes: Callable[[list[torch.Tensor]], dict[str, list[torch.Tensor]]] = lambda inputs: {},
+) -> None:
     __tracebackhide__ = True
-    expected = torch.stack([given for given, *_ in per_rank]).sum(0)  # computed here, from the inputs
+    inputs = [given for given, *_ in per_rank]
+    expected = torch.stack(inputs).sum(0)  # computed here, from the inputs
+    mistaken = outcomes(inputs)
     for rank, (given, after, in_place, returned, _) in enumerate(per_rank):
         if not in_place:
             fail(f"{what}: work in place and return None; rank {rank} returned {returned}.")
         mistakes = {"leave the tensor unchanged": given, "count this rank's own data twice": expected + given}
+        mistakes.update({mistake: ends[rank] for mistake, ends in mistaken.items()})
         try:
             expect_tensor(
                 after,
@@ -89,7 +109,7 @@ def check_all_reduce_by_parts(
 ) -> None:
     """``fn(tensor)`` must all-reduce in place with one reduce_scatter and one all_gather."""
     __tracebackhide__ = True
-    for world_size, shape, ranks in _run_in_place(fn, world_sizes, sizes, dtypes):
+    for world_size, shape, ranks in _run_in_place(fn, world_sizes, sizes, dtypes, hint=_padding_hint):
         for rank, summary in enumerate(ranks):
             what = f"{_name(fn)} on {_ranks(world_size)}, {list(shape)} elements: rank {rank}"
             used = summary["collectives"]
@@ -106,6 +126,18 @@ def check_all_reduce_by_parts(
                         f"{what} passed {min(numels)} elements per rank to {name}; each rank's part "
                         f"is its chunk of the sum, at most n // p + 1 = {most} elements."
                     )
+
+
+def _padding_hint(p: int, case: Case, err: LaunchError) -> str:
+    """For a reduce_scatter_tensor or all_gather_into_tensor that Gloo refused for its sizes."""
+    report = str(err)
+    if math.prod(case[0]) % p == 0 or not ("worldSize" in report or "invalid tensor size" in report):
+        return ""
+    return (
+        "\nreduce_scatter_tensor takes exactly p times as many elements as it gives each rank, and "
+        "all_gather_into_tensor fills exactly that many: a tensor whose size p does not divide must be "
+        "padded to a multiple of p first (with zeros, which do not change a sum)."
+    )
 
 
 # -- exercise 3: the ring's schedule --------------------------------------------------------------
@@ -210,7 +242,8 @@ def check_ring_all_reduce(
     sends 2(p-1)/p of the tensor in all (exactly, when p divides its size).
     """
     __tracebackhide__ = True
-    for p, shape, ranks in _run_in_place(fn, world_sizes, sizes, dtypes):
+    runs = _run_in_place(fn, world_sizes, sizes, dtypes, hint=_receive_size_hint, outcomes=_ring_outcomes)
+    for p, shape, ranks in runs:
         numel = math.prod(shape)
         for rank, summary in enumerate(ranks):
             _check_ring_messages(f"{_name(fn)} on {p} ranks, {numel} elements", rank, p, numel, summary)
@@ -251,3 +284,49 @@ def _check_ring_messages(what: str, rank: int, p: int, numel: int, summary: dict
             f"{what}: rank {rank} sent {sent} elements in all; a ring sends 2(p-1)/p of the tensor, "
             f"{steps} chunks of about {numel}/{p} elements ({low} to {high} elements)."
         )
+
+
+def _receive_size_hint(p: int, case: Case, err: LaunchError) -> str:
+    """For a message that did not fit its receive, when the chunks differ in size."""
+    numel = math.prod(case[0])
+    if numel % p == 0 or not re.search(
+        r"received a message of \d+ bytes into a tensor of \d+ bytes", str(err)
+    ):
+        return ""
+    return (
+        "\nThe chunks differ in size here, so a receive buffer made like the chunk a rank sends can be the "
+        "wrong size for the chunk that arrives: size it by the chunk received."
+    )
+
+
+def _ring_outcomes(inputs: list[torch.Tensor]) -> dict[str, list[torch.Tensor]]:
+    """What each rank ends with after a ring all_reduce with one of some typical mistakes, run
+    here on the ranks' inputs with the notebook's numbering: at step s of the reduce-scatter,
+    rank r sends chunk r - s (so it finishes chunk r + 1), and at step s of the all-gather it
+    sends chunk r + 1 - s."""
+    p = len(inputs)
+
+    def run(gather_from: int = 1, add_in_gather: bool = False, receive_into_chunk: bool = False) -> list:
+        chunks = [list(x.reshape(-1).clone().tensor_split(p)) for x in inputs]
+        for adding, offset in ((True, 0), (add_in_gather, gather_from)):
+            for step in range(p - 1):
+                sent = [chunks[r][(r + offset - step) % p].clone() for r in range(p)]
+                for r in range(p):
+                    chunk, arrived = chunks[r][(r + offset - step - 1) % p], sent[(r - 1) % p]
+                    if adding and receive_into_chunk and offset == 0:
+                        chunk.copy_(arrived + arrived)  # received into the chunk, then added to itself
+                    elif adding:
+                        chunk += arrived
+                    else:
+                        chunk.copy_(arrived)
+        return [torch.cat(c).reshape(x.shape) for c, x in zip(chunks, inputs, strict=True)]
+
+    return {
+        "start the all-gather from a chunk this rank has not finished summing (chunk rank, not "
+        "rank + 1)": run(gather_from=0),
+        "add what arrives in the all-gather too (there a finished chunk replaces this rank's)": run(
+            add_in_gather=True
+        ),
+        "receive into the chunk itself in the reduce-scatter and then add it to itself (this rank's own "
+        "part is overwritten: receive into a buffer of its own)": run(receive_into_chunk=True),
+    }

@@ -12,6 +12,8 @@ from ..checks import _short, expect_tensor, fail
 from ..comm import CommLog
 from .cases import Case, _describe_calls, _launch_cases, _name, _private_input, _ranks
 
+_equal = torch.equal  # captured at import
+
 
 def _broadcast_cases(rank: int, world_size: int, fn: Callable, cases: list[tuple[int, Case]]) -> list:
     results = []
@@ -49,6 +51,10 @@ def check_tree_broadcast(
         for i, case in enumerate(cases):
             src, what = case[0], describe(case)
             expected = results[src][i][0]  # what the source held before: known only to it, and to us
+            mistakes = {}
+            rank_zero = results[0][i][0]
+            if src != 0 and all(_holds(results[rank][i][1], rank_zero) for rank in range(p)):
+                mistakes["broadcast from rank 0 whatever src is (number the ranks from src)"] = rank_zero
             summaries = []
             for rank in range(p):
                 given, after, in_place, returned, summary = results[rank][i]
@@ -58,7 +64,7 @@ def check_tree_broadcast(
                     after,
                     expected,
                     f"{what}: rank {rank}'s tensor afterwards (the source's tensor)",
-                    mistakes={"leave it unchanged": given},
+                    mistakes={**mistakes, "leave it unchanged": given},
                 )
                 if summary["collectives"]:
                     fail(
@@ -67,6 +73,15 @@ def check_tree_broadcast(
                     )
                 summaries.append(summary)
             _check_tree_messages(what, src, p, rounds, summaries)
+
+
+def _holds(tensor: Any, value: torch.Tensor) -> bool:
+    """Whether ``tensor`` is a plain tensor equal to ``value``."""
+    return (
+        type(tensor) is torch.Tensor
+        and (tensor.shape, tensor.dtype) == (value.shape, value.dtype)
+        and _equal(tensor, value)
+    )
 
 
 def _check_tree_messages(what: str, src: int, p: int, rounds: int, summaries: list[dict]) -> None:

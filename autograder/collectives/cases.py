@@ -43,17 +43,18 @@ def _launch_cases(
     fn: Callable,
     cases: list,
     describe: Callable[[Any], str],
-    hint: Callable[[Any], str] = lambda case: "",
+    hint: Callable[[Any, LaunchError], str] = lambda case, err: "",
 ) -> list:
     """Run ``rank_fn(rank, world_size, fn, cases)`` on ``world_size`` ranks: each rank's list of
     results, one per case. If that fails, run the cases one at a time, and fail naming the first
-    that fails on its own (``describe(case)``), with the launcher's report and ``hint(case)``."""
+    that fails on its own (``describe(case)``), with the launcher's report and ``hint(case, err)``
+    (``err`` the LaunchError, or LaunchHang, that case raised)."""
     __tracebackhide__ = True
     started = time.monotonic()
     try:
         return launch(rank_fn, world_size, fn, cases, backend="gloo", timeout=20)
     except LaunchError as err:
-        together = str(err)
+        together, together_err = str(err), err
     # A failure reported at once (an exception, a deadlock the launcher proved) is cheap to find
     # again case by case; a hang that ran into the timeout is not, so it is reported as it is.
     quick = time.monotonic() - started < 8
@@ -61,12 +62,13 @@ def _launch_cases(
         try:
             launch(rank_fn, world_size, fn, [case], backend="gloo", timeout=20)
         except LaunchError as err:
-            report = str(err)
+            report, failed = str(err), err
         else:
             continue
-        fail(f"{describe(case)} failed:\n{report}{hint(case)}")
-    what = describe(cases[0]) if len(cases) == 1 else f"{_name(fn)} on {_ranks(world_size)}, case after case,"
-    fail(f"{what} failed:\n{together}")
+        fail(f"{describe(case)} failed:\n{report}{hint(case, failed)}")
+    if len(cases) == 1:
+        fail(f"{describe(cases[0])} failed:\n{together}{hint(cases[0], together_err)}")
+    fail(f"{_name(fn)} on {_ranks(world_size)}, case after case, failed:\n{together}")
 
 
 def _ranks(world_size: int) -> str:
@@ -84,10 +86,16 @@ def _split_hint(world_size: int, shape: tuple) -> str:
         return ""
     by_chunk = [c.numel() for c in torch.empty(numel).chunk(world_size)]
     by_split = [c.numel() for c in torch.empty(numel).tensor_split(world_size)]
+    fewer = (
+        f" (fewer than {world_size}: code that cuts with chunk finds no chunk at some indices)"
+        if len(by_chunk) < world_size
+        else ""
+    )
     return (
-        f"\nHint: {_plural(numel, 'element')} do not split evenly among {world_size} ranks. "
-        f"tensor.chunk({world_size}) gives {_plural(len(by_chunk), 'chunk')}, of {by_chunk} elements; "
-        f"tensor.tensor_split({world_size}) always gives {world_size}, here of {by_split}."
+        f"\nHint: {_plural(numel, 'element')} {'does' if numel == 1 else 'do'} not split evenly among "
+        f"{world_size} ranks. tensor.chunk({world_size}) gives {_plural(len(by_chunk), 'chunk')}, of "
+        f"{by_chunk} elements{fewer}; tensor.tensor_split({world_size}) always gives {world_size}, "
+        f"here of {by_split}."
     )
 
 

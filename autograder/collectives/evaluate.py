@@ -5,13 +5,18 @@ from __future__ import annotations
 import contextlib
 import io
 import math
+import re
 from collections.abc import Callable, Sequence
 
 import torch
 
+from launcher import LaunchError
+
 from ..checks import expect_close, fail, private_generator
 from ..comm import CommLog
 from .cases import _describe_calls, _launch_cases, _name, _ranks
+
+BATCH = 4  # the batch size of the notebook's evaluation
 
 
 def sample_losses(batch: torch.Tensor) -> torch.Tensor:
@@ -45,13 +50,15 @@ def check_evaluate(
         def describe(lengths: list[int], p: int = p) -> str:
             return f"{_name(fn)} on {_ranks(p)} holding {', '.join(map(str, lengths))} samples"
 
-        results = _launch_cases(_evaluate_cases, p, fn, group, describe=describe)
+        results = _launch_cases(_evaluate_cases, p, fn, group, describe=describe, hint=_hang_hint)
         for i, lengths in enumerate(group):
             what = describe(lengths)
             shards = [results[rank][i][0] for rank in range(p)]
             everything = torch.cat(shards).double()
             expected = sample_losses(everything).mean().item()
             own_means = [sample_losses(s.double()).mean().item() for s in shards if len(s)]
+            fewest = min(len(s.split(BATCH)) for s in shards)  # an empty shard splits into one empty batch
+            first_batches = torch.cat([s[: fewest * BATCH] for s in shards]).double()
             for rank in range(p):
                 result = results[rank][i][1]
                 expect_close(
@@ -64,6 +71,12 @@ def check_evaluate(
                             own_means
                         )
                         / max(len(own_means), 1),
+                        "average each rank's own mean, an empty rank's as 0 (ranks hold different numbers "
+                        "of samples)": sum(own_means) / p,
+                        "stop every rank after the fewest batches any rank has (the others' later samples "
+                        "are left out)": sample_losses(first_batches).mean().item()
+                        if len(first_batches)
+                        else math.nan,
                         "return this rank's own mean": sample_losses(shards[rank].double()).mean().item()
                         if len(shards[rank])
                         else math.nan,
@@ -73,3 +86,40 @@ def check_evaluate(
             if any(c != calls[0] for c in calls):
                 listing = "; ".join(f"rank {r}: {_describe_calls(c)}" for r, c in enumerate(calls))
                 fail(f"{what}: the ranks called different collectives ({listing}).")
+
+
+def _hang_hint(lengths: list[int], err: LaunchError) -> str:
+    """For ranks that returned while others wait in a collective: what they had in common."""
+    report = str(err)
+    returned = {
+        int(r) for r in re.findall(r"^rank (\d+) returned and is waiting", report, flags=re.MULTILINE)
+    }
+    waiting = sorted(set(range(len(lengths))) - returned)
+    calls = dict(re.findall(r"^rank (\d+) is waiting in (\w+)", report, flags=re.MULTILINE))
+    if not returned or not waiting or any(str(r) not in calls for r in waiting):
+        return ""
+    ops = {calls[str(r)] for r in waiting}
+    where = ops.pop() if len(ops) == 1 else "torch.distributed"
+    returned_ranks = sorted(returned)
+    wait = "waits" if len(waiting) == 1 else "wait"
+    if all(lengths[r] == 0 for r in returned_ranks):
+        return (
+            f"\nHint: {_label(returned_ranks)} {'holds' if len(returned) == 1 else 'hold'} no samples and "
+            f"returned while {_label(waiting)} still {wait} in {where}: "
+            "a rank with nothing to evaluate must still join every collective the others call."
+        )
+    batches = [-(-n // BATCH) for n in lengths]
+    if max(batches[r] for r in returned_ranks) < min(batches[r] for r in waiting):
+        return (
+            f"\nHint: {_label(returned_ranks)}, with fewer batches of {BATCH} "
+            f"({', '.join(str(batches[r]) for r in returned_ranks)}), returned while {_label(waiting)} "
+            f"({', '.join(str(batches[r]) for r in waiting)}) still {wait} "
+            f"in {where}: that is what you get if the ranks stop calling all_reduce when their own "
+            "batches run out. Every rank must make the same collective calls: agree on the number of "
+            "steps first."
+        )
+    return ""
+
+
+def _label(ranks: list[int]) -> str:
+    return f"rank {ranks[0]}" if len(ranks) == 1 else "ranks " + ", ".join(map(str, ranks))

@@ -2,6 +2,7 @@
 
 replaces: copy_bandwidth
 fails: test_copy_bandwidth
+says: make the tensors before the clock starts
 """
 
 import math

@@ -2,6 +2,7 @@
 
 replaces: copy_bandwidth
 fails: test_copy_bandwidth
+says: a run does all its iterations between those two readings
 """
 
 import math

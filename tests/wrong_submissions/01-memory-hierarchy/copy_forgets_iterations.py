@@ -2,6 +2,7 @@
 
 replaces: copy_bandwidth
 fails: test_copy_bandwidth
+says: count the bytes of one copy per run instead of all its iterations
 """
 
 import math

@@ -2,6 +2,7 @@
 
 replaces: copy_bandwidth
 fails: test_copy_bandwidth
+says: from a tensor that nothing wrote
 """
 
 import math

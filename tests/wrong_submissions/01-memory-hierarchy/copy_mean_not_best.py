@@ -2,6 +2,7 @@
 
 replaces: copy_bandwidth
 fails: test_copy_bandwidth
+says: average the runs instead of keeping the fastest
 """
 
 import time

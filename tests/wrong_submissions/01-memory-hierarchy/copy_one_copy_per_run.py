@@ -2,6 +2,7 @@
 
 replaces: copy_bandwidth
 fails: test_copy_bandwidth
+says: it should run it 10 times (the iterations)
 """
 
 import math

@@ -2,6 +2,7 @@
 
 replaces: copy_bandwidth
 fails: test_copy_bandwidth
+says: with no torch.cuda.synchronize() in between
 """
 
 import math

@@ -2,6 +2,7 @@
 
 replaces: intensity
 fails: test_matmul_intensity
+says: count 2mkn elements moved
 """
 
 import torch

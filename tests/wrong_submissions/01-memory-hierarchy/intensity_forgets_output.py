@@ -2,6 +2,7 @@
 
 replaces: intensity
 fails: test_matmul_intensity test_elementwise_intensity
+says: forget to count writing the output
 """
 
 import torch

@@ -2,6 +2,7 @@
 
 replaces: intensity
 fails: test_matmul_intensity
+says: use bits instead of bytes
 """
 
 import torch

@@ -2,6 +2,7 @@
 
 replaces: matmul_flops
 fails: test_matmul_flops
+says: count n³ FLOPs (a multiply and an add make two)
 """
 
 import math

@@ -2,6 +2,7 @@
 
 replaces: matmul_flops
 fails: test_matmul_flops
+says: count the FLOPs of one multiplication per run instead of all its iterations
 """
 
 import math

@@ -2,6 +2,7 @@
 
 replaces: matmul_flops
 fails: test_matmul_flops
+says: make the tensors on the device the function is given
 """
 
 import math

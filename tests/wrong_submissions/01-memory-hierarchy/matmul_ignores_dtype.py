@@ -2,6 +2,7 @@
 
 replaces: matmul_flops
 fails: test_matmul_flops
+says: it should be of 65536 torch.bfloat16 elements
 """
 
 import math

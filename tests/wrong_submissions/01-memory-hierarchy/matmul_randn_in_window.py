@@ -2,6 +2,7 @@
 
 replaces: matmul_flops
 fails: test_matmul_flops
+says: it also ran torch's randn
 """
 
 import math

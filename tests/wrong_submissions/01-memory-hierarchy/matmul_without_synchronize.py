@@ -2,6 +2,7 @@
 
 replaces: matmul_flops
 fails: test_matmul_flops
+says: with no torch.cuda.synchronize() in between
 """
 
 import math

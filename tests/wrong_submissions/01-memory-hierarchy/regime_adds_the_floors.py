@@ -2,6 +2,7 @@
 
 replaces: roofline
 fails: test_regime
+says: add the two floors
 """
 
 

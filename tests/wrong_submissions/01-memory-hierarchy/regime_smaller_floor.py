@@ -2,6 +2,7 @@
 
 replaces: roofline
 fails: test_regime
+says: compare the time with the smaller floor
 """
 
 

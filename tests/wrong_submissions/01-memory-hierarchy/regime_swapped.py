@@ -2,6 +2,7 @@
 
 replaces: roofline
 fails: test_regime
+says: compare the two floors the wrong way round
 """
 
 

@@ -2,6 +2,7 @@
 
 replaces: roofline
 fails: test_attainable
+says: forget the roof
 """
 
 

@@ -2,6 +2,7 @@
 
 replaces: moving_bytes
 fails: test_transfer
+says: leave out the latency
 """
 
 

@@ -2,6 +2,7 @@
 
 replaces: moving_bytes
 fails: test_units
+says: use powers of 1024
 """
 
 

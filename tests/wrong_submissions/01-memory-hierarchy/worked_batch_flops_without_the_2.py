@@ -2,6 +2,7 @@
 
 replaces: worked
 fails: test_worked_batch
+says: leave the 2 out of 2mkn FLOPs
 """
 
 

@@ -2,6 +2,7 @@
 
 replaces: worked
 fails: test_worked_decode
+says: take the compute floor
 """
 
 tokens_per_second = 989e12 / (2 * 7e9)

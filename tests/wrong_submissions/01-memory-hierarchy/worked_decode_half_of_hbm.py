@@ -2,6 +2,7 @@
 
 replaces: worked
 fails: test_worked_decode
+says: leave reads only half of HBM's bandwidth
 """
 
 tokens_per_second = 3.35e12 / 2 / (7e9 * 2)

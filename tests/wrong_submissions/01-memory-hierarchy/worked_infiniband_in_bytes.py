@@ -2,6 +2,7 @@
 
 replaces: worked
 fails: test_worked_links
+says: read 400 Gb/s as 400 GB/s
 """
 
 infiniband_seconds = 14e9 / 400e9

@@ -2,6 +2,7 @@
 
 replaces: worked
 fails: test_worked_links test_worked_ring
+says: use 900 GB/s (both directions added)
 """
 
 nvlink_seconds = 14e9 / 900e9

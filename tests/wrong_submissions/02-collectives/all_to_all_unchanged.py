@@ -2,6 +2,7 @@
 
 replaces: predict
 fails: test_predict_all
+says: leave each rank's input where it is
 """
 
 import torch

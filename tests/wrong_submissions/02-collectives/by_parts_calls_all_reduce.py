@@ -2,6 +2,7 @@
 
 replaces: by_parts
 fails: test_by_parts
+says: it should call reduce_scatter once and all_gather once (and no all_reduce)
 """
 
 import torch

@@ -2,6 +2,7 @@
 
 replaces: by_parts
 fails: test_by_parts
+says: must be padded to a multiple of p
 """
 
 import torch

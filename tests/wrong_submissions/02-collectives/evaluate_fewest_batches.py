@@ -2,6 +2,7 @@
 
 replaces: evaluate
 fails: test_evaluate test_evaluate_more
+says: stop every rank after the fewest batches any rank has
 """
 
 import torch

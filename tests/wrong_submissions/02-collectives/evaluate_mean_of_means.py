@@ -2,6 +2,7 @@
 
 replaces: evaluate
 fails: test_evaluate test_evaluate_more
+says: average each rank's own mean
 """
 
 import torch

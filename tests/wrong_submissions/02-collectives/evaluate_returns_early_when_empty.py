@@ -3,6 +3,7 @@ the others hang as soon as a rank's shard is empty.
 
 replaces: evaluate
 fails: test_evaluate_more
+says: a rank with nothing to evaluate must still join every collective
 """
 
 import torch

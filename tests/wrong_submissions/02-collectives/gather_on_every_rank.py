@@ -2,6 +2,7 @@
 
 replaces: predict
 fails: test_predict_rooted
+says: this rank receives nothing from gather
 """
 
 import torch

@@ -2,6 +2,7 @@
 
 replaces: predict
 fails: test_predict_rooted test_predict_all
+says: cut into 4 chunks whatever the number of ranks
 """
 
 

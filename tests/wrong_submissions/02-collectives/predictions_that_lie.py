@@ -3,6 +3,7 @@ answer True: a check that accepted subclasses of torch.Tensor would give it full
 
 replaces: predict
 fails: test_predict_all
+says: a subclass of it
 """
 
 import torch

@@ -2,6 +2,7 @@
 
 replaces: predict
 fails: test_predict_all
+says: give every rank the whole sum
 """
 
 import torch

@@ -2,6 +2,7 @@
 
 replaces: ring
 fails: test_ring test_ring_more
+says: use only sends and receives
 """
 
 import torch

@@ -2,6 +2,7 @@
 
 replaces: ring_chunks
 fails: test_ring_chunks
+says: a rank passes on only chunks that are complete
 """
 
 

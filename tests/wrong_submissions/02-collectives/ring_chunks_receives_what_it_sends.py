@@ -2,6 +2,7 @@
 
 replaces: ring_chunks
 fails: test_ring_chunks
+says: both ends must agree on which
 """
 
 

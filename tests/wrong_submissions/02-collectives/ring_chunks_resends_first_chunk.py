@@ -3,6 +3,7 @@ one that arrived, so a rank's data is added into a chunk twice.
 
 replaces: ring_chunks
 fails: test_ring_chunks
+says: data added twice
 """
 
 

@@ -3,6 +3,7 @@ tensor (5 elements on 4 ranks: 3 chunks), so the ring indexes a chunk that does 
 
 replaces: ring
 fails: test_ring_more
+says: code that cuts with chunk finds no chunk at some indices
 """
 
 import torch

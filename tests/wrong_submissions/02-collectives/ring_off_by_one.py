@@ -2,6 +2,7 @@
 
 replaces: ring
 fails: test_ring test_ring_more
+says: start the all-gather from a chunk this rank has not finished summing
 """
 
 import torch

@@ -3,6 +3,7 @@ adds the chunk to itself, so this rank's own part is lost and the received one c
 
 replaces: ring
 fails: test_ring test_ring_more
+says: receive into the chunk itself
 """
 
 import torch

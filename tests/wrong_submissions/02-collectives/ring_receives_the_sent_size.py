@@ -3,6 +3,7 @@ not divide the tensor, a message does not fit its receive and Gloo aborts the ra
 
 replaces: ring
 fails: test_ring test_ring_more
+says: a receive buffer made like the chunk a rank sends
 """
 
 import torch

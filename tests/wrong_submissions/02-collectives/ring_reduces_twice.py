@@ -2,6 +2,7 @@
 
 replaces: ring
 fails: test_ring test_ring_more
+says: add what arrives in the all-gather too
 """
 
 import torch

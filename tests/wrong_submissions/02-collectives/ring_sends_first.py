@@ -2,6 +2,7 @@
 
 replaces: ring
 fails: test_ring test_ring_more
+says: first sends and a send waits for its recv
 """
 
 import torch

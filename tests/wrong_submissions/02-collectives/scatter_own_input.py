@@ -2,6 +2,7 @@
 
 replaces: predict
 fails: test_predict_rooted
+says: split each rank's own input instead of the source's
 """
 
 import torch

@@ -2,6 +2,7 @@
 
 replaces: tree
 fails: test_tree test_tree_more
+says: broadcast from rank 0 whatever src is
 """
 
 import torch

@@ -2,6 +2,7 @@
 
 replaces: tree
 fails: test_tree test_tree_more
+says: Sending to every rank in turn takes p-1
 """
 
 import torch

@@ -2,6 +2,7 @@
 
 replaces: worked
 fails: test_worked_bytes test_worked_node test_worked_nodes
+says: count the bytes each GPU receives as well as those it sends
 """
 
 ring_bytes = 2 * (2 * 7 / 8 * 14e9)
