@@ -88,7 +88,15 @@ def check_mesh_layout(
                     f"with one coordinate for each of {', '.join(ORDER)}, even an axis of size 1."
                 )
             outermost = dict(zip(("tp", "pp", "dp"), _digits(rank, sizes, ("tp", "pp", "dp")), strict=True))
-            mistakes = {"put tensor parallelism outermost (TP must vary fastest, inside a node)": outermost}
+            tp_outermost = "put tensor parallelism outermost (TP must vary fastest, inside a node)"
+            listed = tuple(sizes)
+            if listed == ("tp", "pp", "dp"):
+                tp_outermost += ", as nesting the axes in the order the dict lists them does"
+            mistakes = {tp_outermost: outermost}
+            if listed not in (ORDER, ("tp", "pp", "dp")):
+                mistakes[
+                    f"nest the axes in the order the dict lists them ({', '.join(listed)}), not dp, pp, tp"
+                ] = dict(zip(listed, _digits(rank, sizes, listed), strict=True))
             expect_equal(_plain(got), expected, f"mesh_coords({rank}, {{{shown}}})", mistakes=mistakes)
             back = mesh_rank(dict(expected), dict(sizes))
             expect_equal(_plain(back), rank, f"mesh_rank({expected}, {{{shown}}})")

@@ -8,7 +8,7 @@ from collections.abc import Callable, Sequence
 
 import torch
 
-from ..checks import counted, fail, fresh_seed, run_ranks
+from ..checks import CheckFailed, counted, fail, fresh_seed, run_ranks
 from ..comm import CommLog
 from ..data_parallel.training import RowsRead
 from .groups import GroupLog
@@ -30,14 +30,35 @@ def _run(
 ):
     log: list = []
     dataset = RowsRead(*make_data(rows, seed), log)
+    models: list = []
+
+    def make_model() -> torch.nn.Sequential:
+        models.append(make_deep_model(seed + 1))
+        return models[-1]
+
     with CommLog(count_collectives=False) as messages, GroupLog() as groups:
-        params = train(
-            rank, world_size, dp, pp, lambda: make_deep_model(seed + 1), dataset, steps, lr, micro_batches
-        )
+        params = train(rank, world_size, dp, pp, make_model, dataset, steps, lr, micro_batches)
     if isinstance(params, (list, tuple)):
         params = [p.detach().clone() if isinstance(p, torch.Tensor) else p for p in params]
     peers = sorted({m.peer for m in messages.messages})
-    return params, sorted({row for kind, row in log if kind == "read"}), groups.summary(), peers
+    # The layers of the models it made that a backward reached: the layers this rank trained.
+    trained = sorted(
+        {
+            i
+            for model in models
+            for i, layer in enumerate(model)
+            if any(p.grad is not None for p in layer.parameters())
+        }
+    )
+    return params, sorted({row for kind, row in log if kind == "read"}), groups.summary(), peers, trained
+
+
+def _span(layers: list[int]) -> str:
+    if len(layers) == 1:
+        return f"layer {layers[0]}"
+    if layers == list(range(layers[0], layers[-1] + 1)):
+        return f"layers {layers[0]} to {layers[-1]}"
+    return f"layers {layers}"
 
 
 def check_pp_dp(
@@ -64,12 +85,33 @@ def check_pp_dp(
             f"{name} with dp={dp}, pp={pp} ({counted(dp * pp, 'rank')}), {rows} rows, "
             f"{micro_batches} micro-batches, {counted(steps, 'step')}"
         )
-        results = run_ranks(
-            _run, dp * pp, train, dp, pp, rows, steps, lr, micro_batches, seed, what=what, timeout=40
-        )
+        try:
+            results = run_ranks(
+                _run, dp * pp, train, dp, pp, rows, steps, lr, micro_batches, seed, what=what, timeout=40
+            )
+        except CheckFailed as err:
+            if "mismatched collectives" not in str(err):
+                raise
+            results = str(err)
+        if isinstance(results, str):  # failing here, not in the except block, shows the report once
+            fail(
+                f"{what}: ranks of different stages met in one collective, which torch found they disagree "
+                "on: a group that spans stages (the whole world, say) mixes stages that hold different "
+                "layers. A stage's gradients are averaged with the same stage's in the other replicas only."
+                f"\n{results}"
+            )
         per_stage = 2 * LAYERS // pp  # a weight and a bias per layer
+        misplaced = ""
+        for rank, (*_, trained) in enumerate(results):
+            replica, stage = divmod(rank, pp)
+            layers = list(range(stage * LAYERS // pp, (stage + 1) * LAYERS // pp))
+            if trained and trained != layers and not misplaced:
+                misplaced = (
+                    f"{what}: rank {rank} (replica {replica}, stage {stage}) trained the model's "
+                    f"{_span(trained)}, not its stage's {_span(layers)}."
+                )
         shares: dict[int, list[int]] = {}
-        for rank, (params, read, calls, peers) in enumerate(results):
+        for rank, (params, read, calls, peers, _) in enumerate(results):
             replica, stage = divmod(rank, pp)
             neighbours = {rank - 1} if stage > 0 else set()
             neighbours |= {rank + 1} if stage < pp - 1 else set()
@@ -104,6 +146,8 @@ def check_pp_dp(
                     mistakes[f"rank {rank} trained the layers of stage {other}; its stage is {stage}"] = full[
                         other * per_stage : (other + 1) * per_stage
                     ]
+            if misplaced:
+                fail(misplaced)
             mistake = _params_mistake(f"{what}, rank {rank}", params, expected, mistakes)
             if mistake is not None:
                 fail(

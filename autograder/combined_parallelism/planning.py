@@ -133,10 +133,16 @@ def check_mfu(fn: Callable) -> None:
             continue
         if _close(got, 100 * expected):
             fail("mfu should return a fraction (0.4), not a percentage (40).")
+        replica = ""
+        if config.dp > 1 and _close(got, expected / config.dp):
+            replica = (
+                f" That is what you get if you count the tokens of one data-parallel replica, not of all "
+                f"{config.dp}."
+            )
         fail(
             f"mfu({_describe(model, cluster, config)}, seconds={seconds:.4g}) = {got:.4g}: count the model's "
             "FLOPs (6 a parameter a token, for every token of the global batch) against what every GPU "
-            "could do at peak in those seconds."
+            f"could do at peak in those seconds.{replica}"
         )
 
 
@@ -179,5 +185,9 @@ def check_best(fn: Callable, hidden: bool = False) -> None:
         if expected is None:
             fail(f"{where}: none of them fits; return None, got {got!r:.120}.")
         if got is not None and type(got) is Config and got in candidates:
-            fail(f"{where}: you chose {got}, which fits but is not the fastest that does.")
+            least = ""
+            fitting = [c for c in candidates if memory_per_gpu(model, cluster, c) <= cluster.hbm]
+            if memory_per_gpu(model, cluster, got) == min(memory_per_gpu(model, cluster, c) for c in fitting):
+                least = " It needs the least memory of those that fit: among them, pick the fastest."
+            fail(f"{where}: you chose {got}, which fits but is not the fastest that does.{least}")
         fail(f"{where}: return one of the candidates (a Config), got {got!r:.120}.")

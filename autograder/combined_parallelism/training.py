@@ -82,7 +82,16 @@ def _expect_rows(what: str, read: list[list[int]], dp: int, tp: int, rows: int) 
 
 
 def _expect_groups(
-    what: str, rank: int, calls: list, dp: int, tp: int, steps: int, rows: int, local: int, torch_2d: bool
+    what: str,
+    rank: int,
+    calls: list,
+    dp: int,
+    tp: int,
+    steps: int,
+    rows: int,
+    local: int,
+    torch_2d: bool,
+    gradient_sizes: frozenset = frozenset(),
 ) -> None:
     __tracebackhide__ = True
     sizes = {"dp": dp, "pp": 1, "tp": tp}
@@ -103,6 +112,21 @@ def _expect_groups(
                 f"tensor-parallel group {list(tp_group)} nor its data-parallel group {list(dp_group)}."
             )
         on[group].append((name, sum(numels)))
+        if (
+            not torch_2d
+            and tp > 1
+            and group == tp_group
+            and name == "all_reduce"
+            and sum(numels) in gradient_sizes
+            and sum(numels) != rows // dp * DIM
+        ):
+            fail(
+                f"{what}: rank {rank} ran an all_reduce of {sum(numels)} elements, the size of one of its "
+                f"gradients, on its tensor-parallel group {list(tp_group)}"
+                f"{', here the whole world' if tp_group == world else ''}: it mixes what the other shards "
+                "hold into this one's. A shard's gradient is whole on its own rank; only the data-parallel "
+                "replicas' gradients are averaged."
+            )
     tp_reduces = [n for name, n in on[tp_group] if name == "all_reduce" and n == rows // dp * DIM]
     if tp > 1 and len(tp_reduces) < steps:
         fail(
@@ -167,7 +191,8 @@ def _check(
                     f"{mistake}."
                 )
             # Which group each collective ran on names most other mistakes; then the result itself.
-            _expect_groups(what, rank, calls, dp, tp, steps, rows, local, torch_2d)
+            sizes = frozenset(p.numel() for p in tp_slices(full, index, tp))
+            _expect_groups(what, rank, calls, dp, tp, steps, rows, local, torch_2d, sizes)
             if mistake is not None:
                 fail(
                     f"{what}, rank {rank}: the parameters are not those one process reaches on the whole "

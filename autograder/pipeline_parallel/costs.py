@@ -88,6 +88,13 @@ def check_split_layers(split_layers: Callable, cases: Sequence[tuple[Sequence[fl
                 by_count = (
                     " Balancing the number of layers balances the time only when every layer costs the same."
                 )
+            size = num_layers // num_stages
+            if all(len(r) == size for r in got[:-1]) and len(got[-1]) > size + 1:
+                by_count = (
+                    f" The first {num_stages - 1} stages hold {counted(size, 'layer')} each and leave "
+                    f"the last stage every layer they did not take ({len(got[-1])}): spread the remainder, "
+                    "by what the layers cost."
+                )
             fail(
                 f"{what} is {got}: its stages cost {[round(c, 6) for c in stage_costs]}, and the slowest, "
                 f"{slowest:g}, sets the pace of the whole pipeline; another split's slowest stage costs "
@@ -426,8 +433,20 @@ def check_checkpointing(
             or [_type(n) for n in predicted] != [int, int]
             or predicted != measured
         ):
+            unchecked, every = (segments - 1 + size, num_layers - size), (segments, num_layers)
+            other = ""
+            if measured == every and predicted == unchecked != every:
+                other = (
+                    " That is the cost of leaving the last segment unchecked (as torch's "
+                    "checkpoint_sequential does); your checkpointed() checkpoints every segment."
+                )
+            elif measured == unchecked and predicted == every != unchecked:
+                other = (
+                    " That is the cost of checkpointing every segment; your checkpointed() leaves the last "
+                    "one unchecked."
+                )
             fail(
                 f"checkpoint_costs({num_layers}, {segments}) is {predicted!r:.80}; your checkpointed() kept "
                 f"{got['kept']} layer outputs after the forward pass and ran {got['recomputed']} layers "
-                f"again in the backward: expected the tuple {measured}."
+                f"again in the backward: expected the tuple {measured}.{other}"
             )

@@ -24,7 +24,7 @@ from typing import Any
 import torch
 import torch.nn.functional as F
 
-from ..checks import counted, expect_floats, fail, private_generator, run_ranks
+from ..checks import CheckFailed, counted, expect_floats, fail, private_generator, run_ranks
 from ..comm import CommLog
 from .stage import (
     DIM,
@@ -112,6 +112,19 @@ def _sent_before_the_next_step(
 def _held(where: str, got: dict, most: int, one_f_one_b: bool) -> None:
     """The micro-batches whose activations autograd still kept, counted from live tensors."""
     __tracebackhide__ = True
+    order = got["order"]
+    if one_f_one_b and got["held"] > most and got["held"] == peak_alive(order):
+        ahead = next((n for n, (kind, _) in enumerate(order) if kind == "B"), len(order))
+        why = (
+            "; that is GPipe's order, which holds every micro-batch's activations"
+            if ahead == len(order) // 2
+            else ", more than it needs"
+        )
+        fail(
+            f"{where} held the activations of {got['held']} micro-batches at once: its order runs "
+            f"{counted(ahead, 'forward')} before the first backward{why}. 1F1B holds at most {most} on "
+            "this stage."
+        )
     if got["held"] > most:
         rule = (
             f"1F1B holds at most {most} on this stage" if one_f_one_b else f"its order needs at most {most}"
@@ -290,6 +303,20 @@ def _reference_step(per_rank: list[dict]) -> dict:
 _NAMES = [f"layer {i}'s {kind}" for i in range(LAYERS_PER_STAGE) for kind in ("weight", "bias")]
 
 
+def _latest_first(order: Sequence[tuple[str, int]]) -> list[tuple[str, int]]:
+    """``order`` run with each backward on the latest micro-batch still held."""
+    held: list[int] = []
+    ran = []
+    for kind, i in order:
+        if kind == "F":
+            held.append(i)
+            ran.append((kind, i))
+        elif held:
+            ran.append((kind, max(held)))
+            held.remove(max(held))
+    return ran
+
+
 def _check_step(
     what: str, per_rank: list[dict], num_microbatches: int, rows: int, alive: Callable | None
 ) -> None:
@@ -304,16 +331,24 @@ def _check_step(
         trace = [(kind, i) for kind, i, _ in got["journal"]]
         _rows_run(where, got["rows"], [rows] * m)
         if trace != got["order"]:
+            latest = ""
+            if trace == _latest_first(got["order"]):
+                latest = (
+                    " Each backward ran on the latest micro-batch still held, not on the one the order names."
+                )
             fail(
                 f"{where} ran {_show(trace)}, as its stage's trace shows; it was asked to run "
-                f"{_show(got['order'])}. (A backward is noted when it has gone through every layer of "
-                "the stage.)"
+                f"{_show(got['order'])}.{latest} (A backward is noted when it has gone through every layer "
+                "of the stage.)"
             )
         _held(
             where, got, alive(world_size, rank, m) if alive else peak_alive(got["order"]), alive is not None
         )
         if rank == world_size - 1:
-            hints = {"add up the micro-batches' losses without dividing by their number": loss * m}
+            hints = {
+                "leave out the 1/m: add up the micro-batches' losses without dividing by their number": loss
+                * m
+            }
             _expect(f"{where}: the returned loss (of the whole batch)", got["loss"], loss, hints)
         elif got["loss"] is not None:
             fail(f"{where} returned {got['loss']!r:.60}: only the last stage has the loss; return None.")
@@ -354,6 +389,25 @@ def _check_step(
                 )
 
 
+_NONE_SENT = ("Expected parameter `tensor` of type torch.Tensor", "but got <class 'NoneType'>")
+
+
+def _schedule_ranks(world_size: int, *args: Any) -> list:
+    """``run_ranks`` of a schedule, a send of None (an input's missing gradient) named first."""
+    __tracebackhide__ = True
+    try:
+        return run_ranks(_schedule_on_rank, world_size, *args, what="run_schedule")
+    except CheckFailed as err:
+        if not all(part in str(err) for part in _NONE_SENT):
+            raise
+        report = str(err)
+    fail(
+        "A send was given None where a tensor was expected: a received activation's .grad stays None "
+        "unless the activation was marked as requiring a gradient before the stage ran on it, and then "
+        f"the stage has nothing to send back.\n{report}"
+    )
+
+
 def check_run_schedule(
     run: Callable, world_sizes: Sequence[int], num_microbatches: Sequence[int], rows: int = 3
 ) -> None:
@@ -364,7 +418,7 @@ def check_run_schedule(
         for m in num_microbatches:
             orders = [gpipe_order(world_size, s, m) for s in range(world_size)]
             what = f"GPipe on {counted(world_size, 'stage')}, {_microbatches(m)} of {rows} rows"
-            per_rank = run_ranks(_schedule_on_rank, world_size, run, orders, m, rows, what="run_schedule")
+            per_rank = _schedule_ranks(world_size, run, orders, m, rows)
             _check_step(what, per_rank, m, rows, alive=None)
 
 
@@ -375,7 +429,7 @@ def check_run_written_orders(run: Callable, names: Sequence[str], rows: int = 2)
     for name in names:
         orders = written_order(name)
         m = len(orders[0]) // 2
-        per_rank = run_ranks(_schedule_on_rank, len(orders), run, orders, m, rows, what="run_schedule")
+        per_rank = _schedule_ranks(len(orders), run, orders, m, rows)
         _check_step(f"the order {name}", per_rank, m, rows, alive=None)
 
 
@@ -446,7 +500,5 @@ def check_one_f_one_b_run(
     for world_size in world_sizes:
         for m in num_microbatches:
             what = f"1F1B on {counted(world_size, 'stage')}, {_microbatches(m)}"
-            per_rank = run_ranks(
-                _schedule_on_rank, world_size, run, one_f_one_b, m, rows, what="run_schedule"
-            )
+            per_rank = _schedule_ranks(world_size, run, one_f_one_b, m, rows)
             _check_step(what, per_rank, m, rows, alive=lambda p, s, m: min(p - s, m))

@@ -8,7 +8,7 @@ from collections.abc import Callable, Sequence
 
 import torch
 
-from ..checks import counted, fresh_seed, private_generator, run_ranks
+from ..checks import counted, fail, fresh_seed, private_generator, run_ranks
 from ..comm import CommLog
 from .shards import _carried, _counts, _expect, _shared
 
@@ -26,13 +26,17 @@ def reference_attention(
     heads: int,
     scaled: bool = True,
     over: int = -1,
+    mixed: bool = False,
 ) -> torch.Tensor:
     """Multi-head self-attention without masks or biases; weights in nn.Linear's (out, in) layout,
     head i owning rows i * head_dim ... of wq, wk and wv, and the same columns of wo. (``scaled``
-    and ``over``, the softmax's dimension, are there to recognise two usual mistakes.)"""
+    ``over``, the softmax's dimension, and ``mixed``, heads split by a reshape to (batch, heads,
+    seq, d) that mixes tokens and heads, are there to recognise three usual mistakes.)"""
     batch, seq, _ = x.shape
 
     def split(t: torch.Tensor) -> torch.Tensor:  # (batch, seq, heads * d) -> (batch, heads, seq, d)
+        if mixed:
+            return t.reshape(batch, heads, seq, -1)
         return t.view(batch, seq, heads, -1).transpose(1, 2)
 
     q, k, v = split(x @ wq.T), split(x @ wk.T), split(x @ wv.T)
@@ -50,6 +54,20 @@ def _attention_on_rank(rank: int, world_size: int, fn: Callable, seed: int, batc
     with torch.no_grad(), CommLog() as log:
         out = fn(x, wq.clone(), wk.clone(), wv.clone(), wo.clone(), HEADS // world_size)
     return out, log.summary(), (wq, wk, wv, wo)
+
+
+def _not_the_weights(what: str, summary: dict, elements: int) -> None:
+    """An all_reduce the size of whole weight matrices (and not of the output) carried weights."""
+    __tracebackhide__ = True
+    square = ATTENTION_DIM * ATTENTION_DIM
+    for op, n in summary["contributed"]:
+        if op == "all_reduce" and n != elements and n % square == 0:
+            fail(
+                f"{what}: an all_reduce carried {n} elements from this rank, the size of {n // square} whole "
+                f"{ATTENTION_DIM} x {ATTENTION_DIM} weights; expected {elements}, its heads' partial sum of "
+                "the output. Rebuilding the whole weights on every rank is not tensor parallelism: each rank "
+                "computes its own heads, and only their partial sums of the output are added up."
+            )
 
 
 def check_tensor_parallel_attention(
@@ -71,11 +89,16 @@ def check_tensor_parallel_attention(
                 x, *weights, HEADS, scaled=False
             ),
             "softmax over the queries rather than the keys": reference_attention(x, *weights, HEADS, over=-2),
+            "split the heads with a reshape to (batch, heads, seq, head_dim), which mixes tokens and heads "
+            "(view as (batch, seq, heads, head_dim), then transpose)": sum(
+                reference_attention(x, *shards, HEADS // world_size, mixed=True) for _, _, shards in per_rank
+            ),
         }
         for rank, (out, summary, _) in enumerate(per_rank):
             _expect(f"{what}: rank {rank}'s output", out, expected, hints)
             if world_size > 1:
                 _counts(f"{what}: rank {rank}", summary, {"all_reduce": 1})
+                _not_the_weights(f"{what}: rank {rank}", summary, batch * seq * ATTENTION_DIM)
                 _carried(
                     f"{what}: rank {rank}",
                     summary,

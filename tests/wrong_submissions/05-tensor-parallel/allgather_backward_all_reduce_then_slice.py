@@ -2,6 +2,7 @@
 
 replaces: allgather
 fails: test_allgather test_allgather_more
+says: an all_reduce delivers every feature's to every rank
 """
 
 import torch

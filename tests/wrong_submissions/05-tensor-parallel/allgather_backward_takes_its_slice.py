@@ -2,6 +2,7 @@
 
 replaces: allgather
 fails: test_allgather test_allgather_more
+says: as if that gradient were already summed over the ranks
 """
 
 import torch

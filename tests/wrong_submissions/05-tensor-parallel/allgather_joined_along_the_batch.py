@@ -2,6 +2,7 @@
 
 replaces: allgather
 fails: test_allgather test_allgather_more
+says: stacked along the rows (the batch)
 """
 
 import torch

@@ -3,6 +3,7 @@ head on every rank: one all_reduce, the right output, and no tensor parallelism.
 
 replaces: attention
 fails: test_attention test_attention_more
+says: Rebuilding the whole weights on every rank is not tensor parallelism
 """
 
 import math

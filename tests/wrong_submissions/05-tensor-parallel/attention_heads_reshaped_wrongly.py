@@ -2,6 +2,7 @@
 
 replaces: attention
 fails: test_attention test_attention_more
+says: split the heads with a reshape to (batch, heads, seq, head_dim)
 """
 
 import math

@@ -2,6 +2,7 @@
 
 replaces: attention
 fails: test_attention test_attention_more
+says: softmax over the queries rather than the keys
 """
 
 import math

@@ -2,6 +2,7 @@
 
 replaces: attention
 fails: test_attention test_attention_more
+says: leave the scores undivided by the square root of the head dimension
 """
 
 import torch.distributed as dist

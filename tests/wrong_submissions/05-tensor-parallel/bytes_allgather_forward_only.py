@@ -2,6 +2,7 @@
 
 replaces: bytes
 fails: test_bytes_allgather
+says: count the forward pass only
 """
 
 

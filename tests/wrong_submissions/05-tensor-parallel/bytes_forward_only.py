@@ -2,6 +2,7 @@
 
 replaces: bytes
 fails: test_bytes test_bytes_more
+says: count the forward pass only
 """
 
 

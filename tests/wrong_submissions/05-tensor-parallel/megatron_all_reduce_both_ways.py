@@ -2,6 +2,7 @@
 
 replaces: megatron
 fails: test_mlp test_mlp_more
+says: the backward pass issued 2 all_reduces; expected one
 """
 
 import torch.distributed as dist

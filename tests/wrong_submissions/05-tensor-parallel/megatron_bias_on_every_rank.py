@@ -2,6 +2,7 @@
 
 replaces: megatron
 fails: test_row test_mlp test_mlp_more
+says: add the bias on every rank before the all_reduce
 """
 
 import torch.nn.functional as F

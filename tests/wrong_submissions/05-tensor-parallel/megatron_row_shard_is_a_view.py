@@ -2,6 +2,7 @@
 
 replaces: megatron
 fails: test_row test_mlp test_mlp_more
+says: It is a view into the whole layer's weight
 """
 
 from torch import nn

@@ -2,6 +2,7 @@
 
 replaces: megatron
 fails: test_mlp test_mlp_more
+says: the backward pass issued no all_reduce
 """
 
 import torch.nn.functional as F

@@ -2,6 +2,7 @@
 
 replaces: megatron
 fails: test_row test_mlp test_mlp_more
+says: return this rank's partial sum with the bias, without the others'
 """
 
 import torch.nn.functional as F

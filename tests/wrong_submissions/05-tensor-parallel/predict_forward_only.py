@@ -2,6 +2,7 @@
 
 replaces: predict_traffic
 fails: test_predict_tp
+says: count the forward pass only
 """
 
 predicted_tp_values = 32 * 16

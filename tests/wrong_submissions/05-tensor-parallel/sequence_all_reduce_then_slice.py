@@ -2,6 +2,7 @@
 
 replaces: sequence
 fails: test_sequence test_sequence_more
+says: the forward pass summed the output with an all_reduce
 """
 
 import torch

@@ -2,6 +2,7 @@
 
 replaces: sequence
 fails: test_sequence test_sequence_more
+says: all_reduce the shards' gradients too
 """
 
 import torch.distributed as dist

@@ -2,6 +2,7 @@
 
 replaces: sequence
 fails: test_sequence test_sequence_more
+says: keep this rank's part of the input's gradient, not the ranks' sum
 """
 
 import torch.distributed as dist

@@ -2,6 +2,7 @@
 
 replaces: sequence
 fails: test_sequence test_sequence_more
+says: leave it with only what this rank's own tokens contribute
 """
 
 

@@ -2,6 +2,7 @@
 
 replaces: predict_trap
 fails: test_predict_trap
+says: expect a backward all_reduce of equal copies to change nothing
 """
 
 predicted_gradient_factor = 1

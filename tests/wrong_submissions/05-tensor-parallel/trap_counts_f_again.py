@@ -2,6 +2,7 @@
 
 replaces: predict_trap
 fails: test_predict_trap
+says: expect f to add it up again
 """
 
 predicted_gradient_factor = 4 * 4

@@ -3,6 +3,7 @@ but the same tensor the split was meant to avoid.
 
 replaces: vocab
 fails: test_vocab test_vocab_more
+says: elements into one all_reduce; its shard of the logits has
 """
 
 import torch

@@ -2,6 +2,7 @@
 
 replaces: vocab
 fails: test_vocab test_vocab_more
+says: elements into one all_gather; its shard of the logits has
 """
 
 import torch

@@ -2,6 +2,7 @@
 
 replaces: vocab
 fails: test_vocab test_vocab_more
+says: exp() overflows float32 above 88.7
 """
 
 import torch

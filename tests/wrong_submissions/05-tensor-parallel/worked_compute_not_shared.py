@@ -2,6 +2,7 @@
 
 replaces: worked
 fails: test_worked_compute test_worked_overhead
+says: forget that the 8 GPUs share the work
 """
 
 compute_ms = 6 * 12 * 8192**2 * (8 * 2048) / (0.5 * 989e12) * 1e3

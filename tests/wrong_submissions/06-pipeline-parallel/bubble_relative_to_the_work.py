@@ -2,6 +2,7 @@
 
 replaces: bubble
 fails: test_bubble_formula
+says: divide the idle time by the work, the other convention
 """
 
 

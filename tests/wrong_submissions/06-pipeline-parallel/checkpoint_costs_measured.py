@@ -3,6 +3,7 @@ keeps and reruns, as the test does.
 
 replaces: checkpoint
 fails: test_checkpoint
+says: computed with tensors
 """
 
 # ruff: noqa: F821 - the notebook's names (DIM, make_layer, checkpointed)

@@ -3,6 +3,7 @@ segment unchecked, as torch's checkpoint_sequential does.
 
 replaces: checkpoint
 fails: test_checkpoint
+says: That is the cost of leaving the last segment unchecked
 """
 
 

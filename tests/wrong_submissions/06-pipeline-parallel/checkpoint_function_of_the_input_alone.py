@@ -4,6 +4,7 @@ parameters get no gradient.
 
 replaces: checkpoint
 fails: test_checkpoint
+says: on an input that needs no gradient
 """
 
 import torch

@@ -2,6 +2,7 @@
 
 replaces: checkpoint
 fails: test_checkpoint
+says: nothing was checkpointed
 """
 
 

@@ -4,6 +4,7 @@ parameters without a gradient.
 
 replaces: checkpoint
 fails: test_checkpoint
+says: ran torch's own reentrant checkpointing
 """
 
 from torch.utils.checkpoint import checkpoint_sequential

@@ -2,6 +2,7 @@
 
 replaces: forward
 fails: test_forward test_forward_more
+says: ran its stage 2 times; the batch makes 3 micro-batches
 """
 
 import torch

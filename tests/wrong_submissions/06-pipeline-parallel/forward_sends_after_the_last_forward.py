@@ -3,6 +3,7 @@ stage idles until this one has finished the whole batch.
 
 replaces: forward
 fails: test_forward test_forward_more
+says: began forward 1 before it sent micro-batch 0's activation on
 """
 
 # ruff: noqa: F821 - the notebook's names (DIM)

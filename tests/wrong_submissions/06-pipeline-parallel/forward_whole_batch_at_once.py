@@ -3,6 +3,7 @@ for all of the previous one's work.
 
 replaces: forward
 fails: test_forward test_forward_more
+says: ran its stage 1 time; the batch makes 3 micro-batches
 """
 
 import torch

@@ -3,6 +3,7 @@ backward waits only for its own forward, not for GPU 0's backward of the next ch
 
 replaces: interleaved
 fails: test_interleaved_simulate
+says: when device 2 is free and (0, 'B', 3, 1) has finished
 """
 
 

@@ -2,6 +2,7 @@
 
 replaces: interleaved_bubble
 fails: test_interleaved_bubble
+says: divide the idle time by the work, the other convention
 """
 
 

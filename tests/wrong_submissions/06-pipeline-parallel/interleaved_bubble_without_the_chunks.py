@@ -2,6 +2,7 @@
 
 replaces: interleaved_bubble
 fails: test_interleaved_bubble
+says: leave out the chunks
 """
 
 

@@ -3,6 +3,7 @@ to rank 1, and on 2 ranks the two send to each other at once and both wait forev
 
 replaces: run_interleaved
 fails: test_run_interleaved test_run_interleaved_more
+says: that all send
 """
 
 import torch

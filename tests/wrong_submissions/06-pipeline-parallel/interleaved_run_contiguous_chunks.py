@@ -3,6 +3,7 @@ goes from one chunk to the next on the same rank, and only the last chunk sends 
 
 replaces: run_interleaved
 fails: test_run_interleaved test_run_interleaved_more
+says: as if rank d held the consecutive virtual stages
 """
 
 import torch

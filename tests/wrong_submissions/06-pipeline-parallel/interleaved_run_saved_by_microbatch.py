@@ -3,6 +3,7 @@ forward of the same micro-batch overwrites an earlier chunk's, whose backward th
 
 replaces: run_interleaved
 fails: test_run_interleaved test_run_interleaved_more
+says: stored under its micro-batch alone
 """
 
 import torch

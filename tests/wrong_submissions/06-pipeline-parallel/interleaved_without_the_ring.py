@@ -3,6 +3,7 @@ before the last GPU has finished the first chunk, as if the GPUs were not a ring
 
 replaces: interleaved
 fails: test_interleaved_simulate
+says: when device 0 is free and (2, 'F', 3, 0) has finished
 """
 
 

@@ -2,6 +2,7 @@
 
 replaces: one_f_one_b
 fails: test_1f1b test_1f1b_more test_1f1b_run
+says: that is GPipe's order
 """
 
 

@@ -3,6 +3,7 @@ it starve, and the bubble grows.
 
 replaces: one_f_one_b
 fails: test_1f1b test_1f1b_more
+says: the stages after it would wait for micro-batches it has not sent
 """
 
 

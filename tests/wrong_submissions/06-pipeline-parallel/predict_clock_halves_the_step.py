@@ -3,6 +3,7 @@ twice as fast, where only the bubble shrinks and the work stays.
 
 replaces: predict_clock
 fails: test_predict_clock
+says: halve the whole step
 """
 
 gpipe_step_ms = (4 + 4 - 1) * (30 + 60)

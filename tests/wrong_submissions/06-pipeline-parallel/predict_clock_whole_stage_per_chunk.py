@@ -3,6 +3,7 @@ the interleaved step comes out longer than GPipe's.
 
 replaces: predict_clock
 fails: test_predict_clock
+says: give each chunk a whole stage's time
 """
 
 

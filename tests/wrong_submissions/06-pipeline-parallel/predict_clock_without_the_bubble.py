@@ -2,6 +2,7 @@
 
 replaces: predict_clock
 fails: test_predict_clock
+says: leave out the bubble
 """
 
 gpipe_step_ms = 4 * (30 + 60)

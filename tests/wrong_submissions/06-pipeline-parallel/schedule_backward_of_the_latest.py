@@ -3,6 +3,7 @@ micro-batch the order names: gradients meet the wrong activations.
 
 replaces: schedule
 fails: test_schedule test_schedule_more
+says: Each backward ran on the latest micro-batch still held
 """
 
 import torch

@@ -3,6 +3,7 @@ stages send to each other at once and both wait forever.
 
 replaces: schedule
 fails: test_schedule test_schedule_more
+says: that all send
 """
 
 import torch

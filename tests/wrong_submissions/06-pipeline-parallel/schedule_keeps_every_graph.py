@@ -3,6 +3,7 @@ retain_graph=True: right gradients, but every activation autograd saved stays al
 
 replaces: schedule
 fails: test_schedule test_schedule_more
+says: Is each micro-batch's graph freed once its backward has run?
 """
 
 # ruff: noqa: F821 - the notebook's names (DIM)

@@ -3,6 +3,7 @@ stage has nothing to send back.
 
 replaces: schedule
 fails: test_schedule test_schedule_more
+says: a received activation's .grad stays None unless the activation was marked as requiring a gradient
 """
 
 import torch

@@ -4,6 +4,7 @@ and the stage runs dummies in the given order, for its trace.
 
 replaces: schedule
 fails: test_schedule test_schedule_more
+says: issued all_gather
 """
 
 # ruff: noqa: F821 - the notebook's names (DIM, make_layer, checkpointed)

@@ -3,6 +3,7 @@ are m times too large.
 
 replaces: schedule
 fails: test_schedule test_schedule_more
+says: leave out the 1/m
 """
 
 import torch

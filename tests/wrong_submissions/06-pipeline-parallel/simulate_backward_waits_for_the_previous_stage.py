@@ -3,6 +3,7 @@ stage's forward: gradients flow the other way.
 
 replaces: bubble
 fails: test_simulate
+says: when stage 0 is free and (1, 'B', 0) has finished
 """
 
 

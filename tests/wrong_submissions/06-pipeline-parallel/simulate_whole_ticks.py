@@ -3,6 +3,7 @@ as soon as a forward takes half a unit.
 
 replaces: bubble
 fails: test_simulate
+says: Your clock seems to move in whole time units
 """
 
 import itertools

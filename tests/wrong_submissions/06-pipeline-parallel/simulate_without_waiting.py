@@ -2,6 +2,7 @@
 
 replaces: bubble
 fails: test_simulate
+says: when stage 0 is free and (1, 'B', 0) has finished
 """
 
 

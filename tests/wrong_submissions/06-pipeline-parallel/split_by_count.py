@@ -3,6 +3,7 @@ one more), whatever each layer costs.
 
 replaces: split
 fails: test_split test_split_more
+says: Balancing the number of layers balances the time only when every layer costs the same
 """
 
 

@@ -2,6 +2,7 @@
 
 replaces: split
 fails: test_split test_split_more
+says: the stages hold layers 0 to
 """
 
 

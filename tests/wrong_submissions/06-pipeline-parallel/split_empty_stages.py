@@ -3,6 +3,7 @@ saying that the pipeline cannot be built.
 
 replaces: split
 fails: test_split test_split_more
+says: with fewer layers than stages, raise a ValueError
 """
 
 import itertools

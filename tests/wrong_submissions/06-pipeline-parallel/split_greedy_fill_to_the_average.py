@@ -3,6 +3,7 @@ the last: a greedy split that is not always the best one.
 
 replaces: split
 fails: test_split test_split_more
+says: leave the last stage every layer they did not take
 """
 
 

@@ -3,6 +3,7 @@ layers cost: with 10 layers on 4 stages, 2, 2, 2 and 4, and the head among the l
 
 replaces: split
 fails: test_split test_split_more
+says: leave the last stage every layer they did not take
 """
 
 

@@ -2,6 +2,7 @@
 
 replaces: worked
 fails: test_worked_bubble test_worked_smallest
+says: the other convention
 """
 
 bubble_8_32 = 7 / 32

@@ -2,6 +2,7 @@
 
 replaces: best
 fails: test_best
+says: which does not fit in 80 GB
 """
 
 

@@ -2,6 +2,7 @@
 
 replaces: best
 fails: test_best
+says: It needs the least memory of those that fit
 """
 
 

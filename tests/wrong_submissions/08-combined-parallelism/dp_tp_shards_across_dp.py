@@ -2,6 +2,7 @@
 
 replaces: dp_tp
 fails: test_dp_tp test_dp_tp_more
+says: must compute on the same rows, but they read different ones
 """
 
 import torch

@@ -2,6 +2,7 @@
 
 replaces: dp_tp
 fails: test_dp_tp test_dp_tp_more
+says: read 6 of the 6 rows; each data-parallel replica reads
 """
 
 import torch

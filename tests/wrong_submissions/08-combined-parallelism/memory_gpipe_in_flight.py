@@ -2,6 +2,7 @@
 
 replaces: memory
 fails: test_memory test_memory_more
+says: under 1F1B the first stage holds at most pp micro-batches' activations
 """
 
 

@@ -2,6 +2,7 @@
 
 replaces: memory
 fails: test_memory test_memory_more
+says: each GPU holds the parameters of its pipeline stage only
 """
 
 

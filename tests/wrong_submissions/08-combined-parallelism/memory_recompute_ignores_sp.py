@@ -2,6 +2,7 @@
 
 replaces: memory
 fails: test_memory_more
+says: the one input a recomputed layer keeps is split across the TP ranks too
 """
 
 

@@ -2,6 +2,7 @@
 
 replaces: mesh
 fails: test_mesh test_mesh_more
+says: even an axis of size 1
 """
 
 _right_coords = mesh_coords  # noqa: F821 - the solution's, defined before this

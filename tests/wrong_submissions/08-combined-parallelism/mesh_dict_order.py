@@ -2,6 +2,7 @@
 
 replaces: mesh
 fails: test_mesh_more
+says: nesting the axes in the order the dict lists them
 """
 
 import itertools

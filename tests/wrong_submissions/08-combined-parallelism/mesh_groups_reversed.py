@@ -2,6 +2,7 @@
 
 replaces: mesh
 fails: test_mesh test_mesh_more
+says: a group lists its ranks out of order
 """
 
 _right_groups = axis_groups  # noqa: F821 - the solution's, defined before this

@@ -2,6 +2,7 @@
 
 replaces: mesh
 fails: test_mesh test_mesh_more
+says: put tensor parallelism outermost
 """
 
 import itertools

@@ -2,6 +2,7 @@
 
 replaces: best
 fails: test_mfu
+says: count the tokens of one data-parallel replica
 """
 
 

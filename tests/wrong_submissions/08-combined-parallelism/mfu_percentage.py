@@ -2,6 +2,7 @@
 
 replaces: best
 fails: test_mfu
+says: not a percentage
 """
 
 

@@ -2,6 +2,7 @@
 
 replaces: pp_dp
 fails: test_pp_dp test_pp_dp_more
+says: averaged with the same stage's in the other replicas
 """
 
 import torch

@@ -2,6 +2,7 @@
 
 replaces: pp_dp
 fails: test_pp_dp test_pp_dp_more
+says: not its stage's layer
 """
 
 import torch

@@ -3,6 +3,7 @@ another layout, not of its own replica.
 
 replaces: pp_dp
 fails: test_pp_dp test_pp_dp_more
+says: its stage's neighbours in its own replica are [1]
 """
 
 import torch

@@ -2,6 +2,7 @@
 
 replaces: pp_dp
 fails: test_pp_dp test_pp_dp_more
+says: averaged over the world size, not over the replicas
 """
 
 import torch

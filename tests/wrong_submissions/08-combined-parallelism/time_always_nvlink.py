@@ -2,6 +2,7 @@
 
 replaces: step_time
 fails: test_step_time test_step_time_more
+says: a group wider than a node crosses the network
 """
 
 

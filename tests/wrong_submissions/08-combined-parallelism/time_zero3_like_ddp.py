@@ -2,6 +2,7 @@
 
 replaces: step_time
 fails: test_step_time_more
+says: ZeRO-3 gathers the parameters twice
 """
 
 

@@ -2,6 +2,7 @@
 
 replaces: torch_2d
 fails: test_torch_2d test_torch_2d_more
+says: must compute on the same rows, but they read different ones
 """
 
 import torch

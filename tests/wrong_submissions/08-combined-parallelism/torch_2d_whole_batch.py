@@ -2,6 +2,7 @@
 
 replaces: torch_2d
 fails: test_torch_2d test_torch_2d_more
+says: read 6 of the 6 rows; each data-parallel replica reads
 """
 
 import torch

@@ -3,6 +3,7 @@ group: it trains right, but the replicas shard nothing (no fully_shard).
 
 replaces: torch_2d
 fails: test_torch_2d test_torch_2d_more
+says: ran no all_gather and reduce_scatter on its data-parallel group
 """
 
 import torch

@@ -2,6 +2,7 @@
 
 replaces: worked
 fails: test_worked_tp
+says: leave out the ring's (n-1)/n
 """
 
 tp_slowdown = 450e9 / 50e9
