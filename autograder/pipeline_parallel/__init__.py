@@ -2,9 +2,9 @@
 
 - `stage`: the model's layers (`make_layer`, `DIM`), a pipeline `Stage` that records what autograd
   runs on it, a `Pause` layer that only takes time, GPipe's order and orders written out by hand.
-- `schedules`: the lecture's forward pipeline (`check_pipeline_forward`), a schedule runner
-  forward and backward (`check_run_schedule`, `check_run_written_orders`), and 1F1B
-  (`check_one_f_one_b`, `check_one_f_one_b_run`).
+- `forward`: the lecture's forward pipeline (`check_pipeline_forward`);
+- `schedules`: a schedule runner forward and backward (`check_run_schedule`,
+  `check_run_written_orders`), and 1F1B (`check_one_f_one_b`, `check_one_f_one_b_run`).
 - `costs`: the split of the layers (`check_split_layers`), the bubble simulated
   (`check_simulate`, `check_simulate_interleaved`, `interleaved_order`, `measured_bubble`), and
   activation checkpointing (`check_checkpointing`, `measure_checkpointing`).
@@ -23,11 +23,11 @@ from .costs import (
     measure_checkpointing,
     measured_bubble,
 )
+from .forward import check_pipeline_forward
 from .interleaved import TIMED, check_run_interleaved, check_step_predictions
 from .schedules import (
     check_one_f_one_b,
     check_one_f_one_b_run,
-    check_pipeline_forward,
     check_run_schedule,
     check_run_written_orders,
 )
