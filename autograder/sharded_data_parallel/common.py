@@ -116,3 +116,14 @@ def _compare(what: str, params: list, reference: list, against: str, mistakes: d
             message += f" That is what you get if you {mistake}."
             break
     fail(message)
+
+
+def expect_byte_counts(what: str, answer: Any, keys: Sequence[str]) -> None:
+    """Fail unless ``answer`` is a dict of exactly ``keys``, each an int (a number of bytes)."""
+    __tracebackhide__ = True
+    if _type(answer) is not dict or set(answer) != set(keys):
+        names = ", ".join(map(repr, keys))
+        fail(f"{what} returned {answer!r:.120}; expected a dict with the keys {names}.")
+    for key in keys:
+        if _type(answer[key]) is not int:
+            fail(f"{what}[{key!r}] is {answer[key]!r:.60}; expected a number of bytes, an int.")

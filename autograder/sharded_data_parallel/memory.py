@@ -12,7 +12,7 @@ import torch
 import torch.distributed as dist
 
 from ..checks import fail
-from .common import _type
+from .common import expect_byte_counts
 from .mixed import mixed_precision_model
 
 KEYS = ("states", "gradients", "whole_parameters")
@@ -163,12 +163,7 @@ def check_fully_shard_memory(
             f"sync_each_micro_batch={sync})"
         )
         answer = predict(list(layers), world_size, reshard, sync)
-        if _type(answer) is not dict or set(answer) != set(KEYS):
-            keys = ", ".join(map(repr, KEYS))
-            fail(f"{what} returned {answer!r:.120}; expected a dict with the keys {keys}.")
-        for key in KEYS:
-            if _type(answer[key]) is not int:
-                fail(f"{what}[{key!r}] is {answer[key]!r:.60}; expected a number of bytes, an int.")
+        expect_byte_counts(what, answer, KEYS)
         expected = fully_shard_memory_reference(layers, world_size, reshard, sync)
         for key in KEYS:
             if answer[key] == expected[key]:

@@ -15,7 +15,7 @@ from torch.utils._python_dispatch import TorchDispatchMode
 
 from ..checks import fail
 from ..comm import _COLLECTIVE_NAMES, _CONTRIBUTED_ARGUMENT
-from .common import _type
+from .common import _type, expect_byte_counts
 from .torch_fsdp import fully_shard_traffic_reference
 
 KEYS = ("all_gather", "reduce_scatter", "whole_after_forward")
@@ -126,12 +126,7 @@ def check_fully_shard_bytes(
         own = _own_traffic(traffic, layers, world_size, reshard)
         expected = fully_shard_bytes_reference(layers, world_size, reshard, own)
         answer = predict(list(layers), world_size, reshard)
-        if _type(answer) is not dict or set(answer) != set(KEYS):
-            keys = ", ".join(map(repr, KEYS))
-            fail(f"{what} returned {answer!r:.120}; expected a dict with the keys {keys}.")
-        for key in KEYS:
-            if _type(answer[key]) is not int:
-                fail(f"{what}[{key!r}] is {answer[key]!r:.60}; expected a number of bytes, an int.")
+        expect_byte_counts(what, answer, KEYS)
         if answer == expected:
             continue
         key = next(k for k in KEYS if answer[k] != expected[k])
