@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import os
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 import torch
@@ -24,12 +24,20 @@ def private_generator() -> torch.Generator:
 
 
 def run_ranks(
-    fn: Callable[..., Any], world_size: int, *args: Any, timeout: float = 20, what: str = "", **kwargs: Any
+    fn: Callable[..., Any],
+    world_size: int,
+    *args: Any,
+    timeout: float = 20,
+    what: str = "",
+    diagnoses: Mapping[str, str] | None = None,
+    **kwargs: Any,
 ) -> list:
     """`launch` for tests: a failure becomes a CheckFailed that keeps the launcher's report.
 
     Tests run on Gloo, on the CPU, wherever they run, so that a test means the same with or
     without GPUs. ``what`` says what was being run, for the message (default: the function's name).
+    ``diagnoses`` maps words a failure's report may contain (an error torch raises for a known
+    mistake) to what that mistake is; the first found is said before the report.
     """
     __tracebackhide__ = True
     try:
@@ -39,7 +47,8 @@ def run_ranks(
     # Failing here, outside the except block, shows the launcher's report once: inside it,
     # Python would print the LaunchError too, "during handling" of which this one happened.
     ranks = f"{world_size} rank{'s' if world_size != 1 else ''}"
-    fail(f"{what or getattr(fn, '__name__', 'the function')} on {ranks} failed:\n{report}")
+    diagnosis = next((f" {said}" for words, said in (diagnoses or {}).items() if words in report), "")
+    fail(f"{what or getattr(fn, '__name__', 'the function')} on {ranks} failed:{diagnosis}\n{report}")
 
 
 def expect_same_on_every_rank(results: Sequence[Any], what: str) -> None:

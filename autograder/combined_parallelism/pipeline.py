@@ -8,7 +8,7 @@ from collections.abc import Callable, Sequence
 
 import torch
 
-from ..checks import CheckFailed, counted, fail, fresh_seed, run_ranks
+from ..checks import counted, fail, fresh_seed, run_ranks
 from ..comm import CommLog
 from ..data_parallel.training import RowsRead
 from .groups import GroupLog
@@ -85,21 +85,26 @@ def check_pp_dp(
             f"{name} with dp={dp}, pp={pp} ({counted(dp * pp, 'rank')}), {rows} rows, "
             f"{micro_batches} micro-batches, {counted(steps, 'step')}"
         )
-        try:
-            results = run_ranks(
-                _run, dp * pp, train, dp, pp, rows, steps, lr, micro_batches, seed, what=what, timeout=40
-            )
-        except CheckFailed as err:
-            if "mismatched collectives" not in str(err):
-                raise
-            results = str(err)
-        if isinstance(results, str):  # failing here, not in the except block, shows the report once
-            fail(
-                f"{what}: ranks of different stages met in one collective, which torch found they disagree "
-                "on: a group that spans stages (the whole world, say) mixes stages that hold different "
-                "layers. A stage's gradients are averaged with the same stage's in the other replicas only."
-                f"\n{results}"
-            )
+        mixed_stages = (
+            "ranks of different stages met in one collective, which torch found they disagree on: a group "
+            "that spans stages (the whole world, say) mixes stages that hold different layers. A stage's "
+            "gradients are averaged with the same stage's in the other replicas only."
+        )
+        results = run_ranks(
+            _run,
+            dp * pp,
+            train,
+            dp,
+            pp,
+            rows,
+            steps,
+            lr,
+            micro_batches,
+            seed,
+            what=what,
+            timeout=40,
+            diagnoses={"mismatched collectives": mixed_stages},
+        )
         per_stage = 2 * LAYERS // pp  # a weight and a bias per layer
         misplaced = ""
         for rank, (*_, trained) in enumerate(results):

@@ -19,7 +19,7 @@ from typing import Any
 import torch
 import torch.nn.functional as F
 
-from ..checks import CheckFailed, close_floats, counted, expect_floats, fail, private_generator, run_ranks
+from ..checks import close_floats, counted, expect_floats, fail, private_generator, run_ranks
 from ..comm import CommLog
 from .costs import interleaved_order
 from .stage import DIM, LAYERS_PER_STAGE, stages_from, traced_stage
@@ -123,18 +123,23 @@ def check_run_interleaved(
     for p, v, m in cases:
         what = f"run_interleaved on {counted(p, 'rank')} of {counted(v, 'chunk')}, {m} micro-batches"
         what += f" ({order_name} order)"
-        try:
-            per_rank = run_ranks(_on_rank, p, run, order_name, v, m, rows, timeout=15, what="run_interleaved")
-        except CheckFailed as err:
-            if "raised KeyError" not in str(err):
-                raise
-            per_rank = str(err)
-        if _type(per_rank) is str:  # failing here, not in the except block, shows the report once
-            fail(
-                "A lookup found no entry (KeyError): is what each forward keeps for its backward stored "
-                "under its micro-batch alone? A rank runs each micro-batch once in every one of its chunks, "
-                f"so a later chunk's forward would replace an earlier chunk's.\n{per_rank}"
-            )
+        keyed_by_micro_batch = (
+            "a lookup found no entry (KeyError): is what each forward keeps for its backward stored under "
+            "its micro-batch alone? A rank runs each micro-batch once in every one of its chunks, so a later "
+            "chunk's forward would replace an earlier chunk's."
+        )
+        per_rank = run_ranks(
+            _on_rank,
+            p,
+            run,
+            order_name,
+            v,
+            m,
+            rows,
+            timeout=15,
+            what="run_interleaved",
+            diagnoses={"raised KeyError": keyed_by_micro_batch},
+        )
         states = [per_rank[k % p]["states"][k // p] for k in range(p * v)]
         inputs, targets = per_rank[0]["inputs"], per_rank[-1]["targets"]
         reference = _run_model(stages_from(states), inputs, targets)

@@ -10,7 +10,7 @@ from typing import Any
 import torch
 import torch.nn.functional as F
 
-from ..checks import CheckFailed, counted, fail, fresh_seed, private_generator, run_ranks
+from ..checks import counted, fail, fresh_seed, private_generator, run_ranks
 from ..comm import CommLog
 from .shards import (
     DIM,
@@ -107,19 +107,24 @@ def check_allgather_mlp(
         layers = counted(num_layers, "layer")
         what = f"the all_gather MLP on {counted(world_size, 'rank')}, {layers} of {DIM} x {DIM}"
         share = DIM // world_size
-        stacked = f"mat1 and mat2 shapes cannot be multiplied ({batch * world_size}x{share} and "
-        try:
-            per_rank = run_ranks(_allgather_on_rank, world_size, mlp, seed, num_layers, batch, what="the MLP")
-        except CheckFailed as err:
-            if world_size == 1 or stacked not in str(err):
-                raise
-            per_rank = None
-        if per_rank is None:  # failing here, not in the except block, shows the report once
-            fail(
-                f"{what}: a layer's output reached the next layer with shape "
-                f"({batch * world_size}, {share}): the gathered slices were stacked along the rows (the "
-                "batch). Each rank's slice is some of the features."
+        # Slices stacked along the batch reach the next layer as (batch * world_size, share).
+        stacked = {
+            f"mat1 and mat2 shapes cannot be multiplied ({batch * world_size}x{share} and ": (
+                f"a layer's output reached the next layer with shape ({batch * world_size}, {share}): the "
+                "gathered slices were stacked along the rows (the batch). Each rank's slice is some of the "
+                "features."
             )
+        }
+        per_rank = run_ranks(
+            _allgather_on_rank,
+            world_size,
+            mlp,
+            seed,
+            num_layers,
+            batch,
+            what="the MLP",
+            diagnoses=stacked if world_size > 1 else None,
+        )
         expected, whole, alone = _unsharded_allgather_mlp(per_rank, seed, batch, num_layers)
         for rank, got in enumerate(per_rank):
             sliced = _own_columns_taken(per_rank, rank, seed, batch, num_layers) if world_size > 1 else []
