@@ -10,6 +10,7 @@ from __future__ import annotations
 import re
 import signal
 import traceback
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -95,12 +96,23 @@ class LaunchError(RuntimeError):
 class LaunchHang(LaunchError, TimeoutError):
     """The ranks are stuck: some can never finish, or they did not finish within the timeout.
 
-    ``stacks`` holds where each unfinished rank was, as formatted text, by rank.
+    ``stacks`` holds where each unfinished rank was, as formatted text, by rank; ``returned``, the
+    ranks whose function had returned; ``blocked_in``, the torch.distributed function each rank
+    blocked in one was in (``all_reduce``), by rank.
     """
 
-    def __init__(self, message: str, failures: list[RankFailure], stacks: dict[int, str]) -> None:
+    def __init__(
+        self,
+        message: str,
+        failures: list[RankFailure],
+        stacks: dict[int, str],
+        returned: Sequence[int] = (),
+        blocked_in: Mapping[int, str] | None = None,
+    ) -> None:
         super().__init__(message, failures)
         self.stacks = stacks
+        self.returned = list(returned)
+        self.blocked_in = dict(blocked_in or {})
 
 
 # -- failures ---------------------------------------------------------------------------------

@@ -428,7 +428,9 @@ class Supervisor:
             silent = [r for r in range(self.size) if r not in self.look and r not in self.returning]
             timeout = self.timeout if self.timed_out else None
             message = hang_report(self.size, self.look, returned, silent, timeout)
-            return LaunchHang(message, [], {r: s.format() for r, s in self.look.items()})
+            stacks = {r: s.format() for r, s in self.look.items()}
+            blocked_in = {r: s.op for r, s in self.look.items() if s.op}
+            return LaunchHang(message, [], stacks, returned, blocked_in)
         if self.send_stalled:
             waiting = [r for r in range(self.size) if r not in self.results]
             arrived = sum(self.received)

@@ -593,6 +593,18 @@ def test_a_hang_with_other_threads_alive_is_not_claimed_as_proven_and_shows_them
     assert "ranks 0, 1 have other threads running, so launch cannot tell" in message
 
 
+def _rank_0_all_reduces_alone(rank: int, world_size: int) -> None:
+    if rank == 0:
+        dist.all_reduce(torch.ones(1))
+
+
+def test_a_hang_says_which_ranks_returned_and_where_the_others_are_blocked() -> None:
+    with pytest.raises(LaunchHang) as info:
+        launch(_rank_0_all_reduces_alone, 2, timeout=10)
+    assert info.value.returned == [1]
+    assert info.value.blocked_in == {0: "all_reduce"}
+
+
 def _progress(rank: int, world_size: int) -> None:
     for step in range(3):
         print(f"step {step}", end="\r", flush=True)

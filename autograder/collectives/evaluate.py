@@ -5,12 +5,12 @@ from __future__ import annotations
 import contextlib
 import io
 import math
-import re
 from collections.abc import Callable, Sequence
 
 import torch
 
 from launcher import LaunchError
+from launcher.errors import ranks_label
 
 from ..checks import expect_close, fail, private_generator
 from ..comm import CommLog
@@ -90,36 +90,29 @@ def check_evaluate(
 
 def _hang_hint(lengths: list[int], err: LaunchError) -> str:
     """For ranks that returned while others wait in a collective: what they had in common."""
-    report = str(err)
-    returned = {
-        int(r) for r in re.findall(r"^rank (\d+) returned and is waiting", report, flags=re.MULTILINE)
-    }
+    returned = set(getattr(err, "returned", ()))
+    blocked_in = getattr(err, "blocked_in", {})
     waiting = sorted(set(range(len(lengths))) - returned)
-    calls = dict(re.findall(r"^rank (\d+) is waiting in (\w+)", report, flags=re.MULTILINE))
-    if not returned or not waiting or any(str(r) not in calls for r in waiting):
+    if not returned or not waiting or any(r not in blocked_in for r in waiting):
         return ""
-    ops = {calls[str(r)] for r in waiting}
+    ops = {blocked_in[r] for r in waiting}
     where = ops.pop() if len(ops) == 1 else "torch.distributed"
     returned_ranks = sorted(returned)
     wait = "waits" if len(waiting) == 1 else "wait"
     if all(lengths[r] == 0 for r in returned_ranks):
         return (
-            f"\nHint: {_label(returned_ranks)} {'holds' if len(returned) == 1 else 'hold'} no samples and "
-            f"returned while {_label(waiting)} still {wait} in {where}: "
+            f"\nHint: {ranks_label(returned_ranks)} {'holds' if len(returned) == 1 else 'hold'} no samples "
+            f"and returned while {ranks_label(waiting)} still {wait} in {where}: "
             "a rank with nothing to evaluate must still join every collective the others call."
         )
     batches = [-(-n // BATCH) for n in lengths]
     if max(batches[r] for r in returned_ranks) < min(batches[r] for r in waiting):
         return (
-            f"\nHint: {_label(returned_ranks)}, with fewer batches of {BATCH} "
-            f"({', '.join(str(batches[r]) for r in returned_ranks)}), returned while {_label(waiting)} "
+            f"\nHint: {ranks_label(returned_ranks)}, with fewer batches of {BATCH} "
+            f"({', '.join(str(batches[r]) for r in returned_ranks)}), returned while {ranks_label(waiting)} "
             f"({', '.join(str(batches[r]) for r in waiting)}) still {wait} "
             f"in {where}: that is what you get if the ranks stop calling all_reduce when their own "
             "batches run out. Every rank must make the same collective calls: agree on the number of "
             "steps first."
         )
     return ""
-
-
-def _label(ranks: list[int]) -> str:
-    return f"rank {ranks[0]}" if len(ranks) == 1 else "ranks " + ", ".join(map(str, ranks))
