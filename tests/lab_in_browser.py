@@ -206,16 +206,30 @@ def run_command(page, label: str) -> None:
 
 
 def run_all(page) -> None:
-    """Run All Cells, and wait until no cell is running or waiting to run."""
-    run_command(page, "Run All Cells")
-    wait_until(
-        lambda: page.evaluate(_RUNNING_CELLS) > 0 or kernel_status(page) == "busy", 30, "Run All to start"
-    )
+    """Run All Cells, and wait until no cell is running or waiting to run.
+
+    Run All has started only once a cell's prompt shows "[*]" or a number: the kernel being busy
+    is not enough, as the widgets' manager keeps it busy a moment after it connects. A Run All
+    that did not start (its menu item clicked before the notebook was the current panel) is
+    asked for once more; a kernel that dies on the way is reported with JupyterLab's dialog."""
+    for attempt in (1, 2):
+        run_command(page, "Run All Cells")
+        try:
+            wait_until(lambda: page.evaluate(_STARTED_CELLS) > 0, 30, "Run All to start a cell")
+            break
+        except AssertionError:
+            if attempt == 2:
+                raise AssertionError(
+                    f"no cell started after Run All Cells, twice; kernel {kernel_status(page)!r}"
+                    f"{dialog_text(page)}"
+                ) from None
     # Finished: no "[*]" prompt, the kernel idle, and both still so a moment later.
     settled = 0
 
     def finished() -> bool:
         nonlocal settled
+        if "died" in dialog_text(page) or kernel_status(page) in ("dead", "restarting"):
+            raise AssertionError(f"the kernel died during Run All{dialog_text(page)}")
         quiet = page.evaluate(_RUNNING_CELLS) == 0 and kernel_status(page) == "idle"
         settled = settled + 1 if quiet else 0
         return settled >= 4
@@ -226,6 +240,21 @@ def run_all(page) -> None:
 _RUNNING_CELLS = """() => [...document.querySelectorAll(
         '.jp-NotebookPanel:not(.lm-mod-hidden) .jp-CodeCell .jp-InputPrompt')]
     .filter(prompt => prompt.textContent.includes('*')).length"""
+
+# Cells that are running, waiting to run or have run: "[*]" or "[12]" (the solved copies are
+# saved with no outputs, so none shows a number before Run All).
+_STARTED_CELLS = """() => [...document.querySelectorAll(
+        '.jp-NotebookPanel:not(.lm-mod-hidden) .jp-CodeCell .jp-InputPrompt')]
+    .filter(prompt => /\\[(\\*|\\d+)\\]/.test(prompt.textContent)).length"""
+
+
+def dialog_text(page) -> str:
+    """What an open JupyterLab dialog says ("Kernel Restarting ... appears to have died"), on a
+    new line, or "" when none is open."""
+    text = page.evaluate(
+        "() => [...document.querySelectorAll('.jp-Dialog')].map(d => d.textContent.trim()).join(' | ')"
+    )
+    return f"\nthe page shows a dialog: {text[:500]}" if text else ""
 
 
 def save(page) -> None:

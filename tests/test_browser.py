@@ -87,7 +87,7 @@ def browser() -> Iterator[object]:
 
 @contextmanager
 def screenshot_on_failure(page, name: str, lab: lab_driver.Lab) -> Iterator[None]:
-    """On a failure, keep a full-page screenshot and say where it is."""
+    """On a failure, keep a full-page screenshot, say where it is, and show JupyterLab's log."""
     try:
         yield
     except BaseException as failure:
@@ -98,7 +98,18 @@ def screenshot_on_failure(page, name: str, lab: lab_driver.Lab) -> Iterator[None
             where = f"screenshot of the page: {picture}"
         except Exception as error:  # noqa: BLE001 - the failure itself matters more
             where = f"(no screenshot: {error})"
-        raise AssertionError(f"{failure}\n{where}\nJupyterLab's log: {lab.log}") from failure
+        raise AssertionError(f"{failure}\n{where}\n{log_tail(lab)}") from failure
+
+
+def log_tail(lab: lab_driver.Lab, lines: int = 30) -> str:
+    """JupyterLab's last lines (kernels started, restarted, died), for a failure's report: CI
+    keeps the test's output, not the scratch folder the log is in."""
+    kept = [
+        line
+        for line in lab.log.read_text(errors="replace").splitlines()
+        if "Kernel is running over TCP without encryption" not in line
+    ]
+    return f"the last of JupyterLab's log ({lab.log}):\n" + "\n".join(kept[-lines:])
 
 
 def assert_only_the_python_version_changed(page, opened: Path, release: Path) -> None:
