@@ -1,5 +1,5 @@
-"""Pictures of sharded data parallelism: a memory calculator over model size, devices and ZeRO
-stage, and a flat buffer of parameters cut into ranks' shards. Both draw from the notebook's own
+"""Pictures of sharded data parallelism: a memory calculator over model size, devices, ZeRO
+stage and optimizer, and a flat buffer of parameters cut into ranks' shards. Both draw from the notebook's own
 functions, passed in: the memory per device from ``zero_memory``, the shards from ``shard_pieces``."""
 
 from __future__ import annotations
@@ -12,16 +12,23 @@ from matplotlib.figure import Figure
 from .redraw import on_move
 
 STAGE_NAMES = ["DDP (no sharding)", "ZeRO-1", "ZeRO-2", "ZeRO-3 / FSDP"]
+OPTIMIZERS = {"adamw": "AdamW", "sgd_momentum": "SGD with momentum", "sgd": "SGD"}
 PARAMETER_COLOURS = plt.get_cmap("tab10").colors
 
 
 def plot_zero_memory(
-    zero_memory: Callable, psi: float, n: int, stage: int, device_bytes: float = 80e9
+    zero_memory: Callable,
+    psi: float,
+    n: int,
+    stage: int,
+    optimizer: str = "adamw",
+    device_bytes: float = 80e9,
 ) -> Figure:
-    """Left: memory per device of each stage for ``psi`` parameters on ``n`` devices; right: the
-    same against the number of devices; a dashed line at the device's memory."""
+    """Left: memory per device of each stage for ``psi`` parameters on ``n`` devices trained with
+    ``optimizer``; right: the same against the number of devices; a dashed line at the device's
+    memory."""
     fig, (bars, curves) = plt.subplots(1, 2, figsize=(10, 3.2))
-    values = [zero_memory(psi, n, s) / 1e9 for s in range(4)]
+    values = [zero_memory(psi, n, s, optimizer) / 1e9 for s in range(4)]
     colours = ["tab:blue" if s == stage else "tab:gray" for s in range(4)]
     bars.bar(range(4), values, color=colours)
     bars.axhline(
@@ -29,13 +36,13 @@ def plot_zero_memory(
     )
     bars.set_xticks(range(4), STAGE_NAMES, fontsize=8)
     bars.set_ylabel("GB per device")
-    bars.set_title(f"{psi / 1e9:g}B parameters on {n} devices", fontsize=9)
+    bars.set_title(f"{psi / 1e9:g}B parameters on {n} devices, {OPTIMIZERS[optimizer]}", fontsize=9)
     bars.legend(fontsize=8)
     devices = [2**k for k in range(0, 11)]
     for s in range(4):
         curves.plot(
             devices,
-            [zero_memory(psi, d, s) / 1e9 for d in devices],
+            [zero_memory(psi, d, s, optimizer) / 1e9 for d in devices],
             marker="o",
             markersize=3,
             linewidth=2.5 if s == stage else 1,
@@ -53,8 +60,9 @@ def plot_zero_memory(
 
 
 def zero_memory_explorer(zero_memory: Callable):
-    """Sliders for the model size, the number of devices and the stage, over `plot_zero_memory`,
-    with a line that says whether the states fit on an 80 GB GPU."""
+    """Sliders for the model size and the number of devices, and menus for the stage and the
+    optimizer, over `plot_zero_memory`, with a line that says whether the states fit on an 80 GB
+    GPU."""
     import ipywidgets as widgets
     from IPython.display import display
 
@@ -65,24 +73,28 @@ def zero_memory_explorer(zero_memory: Callable):
     stage = widgets.Dropdown(
         options=list(zip(STAGE_NAMES, range(4), strict=True)), value=3, description="stage"
     )
+    optimizer = widgets.Dropdown(
+        options=[(name, key) for key, name in OPTIMIZERS.items()], value="adamw", description="optimizer"
+    )
     output = widgets.Output()
 
     def update(*_: object) -> None:
-        need = zero_memory(psi.value, devices.value, stage.value)
+        need = zero_memory(psi.value, devices.value, stage.value, optimizer.value)
         with output:
             output.clear_output(wait=True)
             verdict = "fits" if need <= 80e9 else "does not fit"
             print(
                 f"{STAGE_NAMES[stage.value]}: {need / 1e9:,.1f} GB per device for parameters, gradients and "
-                f"Adam's state: {verdict} on an 80 GB H100, before a single activation."
+                f"{OPTIMIZERS[optimizer.value]}'s state: {verdict} on an 80 GB H100, before a single "
+                "activation."
             )
-            fig = plot_zero_memory(zero_memory, psi.value, devices.value, stage.value)
+            fig = plot_zero_memory(zero_memory, psi.value, devices.value, stage.value, optimizer.value)
             display(fig)
             plt.close(fig)
 
-    on_move([psi, devices, stage], update)
+    on_move([psi, devices, stage, optimizer], update)
     update()
-    return widgets.VBox([widgets.HBox([psi, devices, stage]), output])
+    return widgets.VBox([widgets.HBox([psi, devices]), widgets.HBox([stage, optimizer]), output])
 
 
 def draw_flat_shards(numels: list[int], world_size: int, shard_pieces: Callable) -> Figure:

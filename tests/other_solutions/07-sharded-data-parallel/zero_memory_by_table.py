@@ -1,4 +1,5 @@
-"""Looks up, per stage, which of the three kinds of state are divided by n.
+"""Looks up, per stage, which of the three kinds of state are divided by n, and per optimizer, the
+bytes of its state.
 
 replaces: zero_memory
 fails: none
@@ -10,12 +11,16 @@ SHARDED = {
     2: ("optimizer", "gradients"),
     3: ("optimizer", "gradients", "parameters"),
 }
-BYTES = {"parameters": 2, "gradients": 2, "optimizer": 4 + 4 + 4}
+# fp32 master copy, then each running statistic in fp32
+STATE = {"adamw": [4, 4, 4], "sgd_momentum": [4, 4], "sgd": [4]}
 
 
-def zero_memory(psi, n, stage):
+def zero_memory(psi, n, stage, optimizer="adamw"):
     if stage not in SHARDED:
         raise ValueError(f"unknown ZeRO stage {stage}")
     if n <= 0:
         raise ValueError("n must be a positive number of devices")
-    return float(sum(psi * b / (n if kind in SHARDED[stage] else 1) for kind, b in BYTES.items()))
+    if optimizer not in STATE:
+        raise ValueError(f"unknown optimizer {optimizer}")
+    sizes = {"parameters": 2, "gradients": 2, "optimizer": sum(STATE[optimizer])}
+    return float(sum(psi * b / (n if kind in SHARDED[stage] else 1) for kind, b in sizes.items()))

@@ -6,9 +6,10 @@ says: there is no stage 4
 """
 
 
-def zero_memory(psi, n, stage):
+def zero_memory(psi, n, stage, optimizer="adamw"):
+    k = {"adamw": 12, "sgd_momentum": 8, "sgd": 4}[optimizer]
     return (
         2 * psi / (n if stage >= 3 else 1)
         + 2 * psi / (n if stage >= 2 else 1)
-        + 12 * psi / (n if stage >= 1 else 1)
+        + k * psi / (n if stage >= 1 else 1)
     )
