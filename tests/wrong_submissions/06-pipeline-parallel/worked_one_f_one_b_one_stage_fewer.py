@@ -1,0 +1,18 @@
+"""Has stage 0 hold p - 1 micro-batches under 1F1B, where its warm-up leaves p in flight; the rest
+right.
+
+replaces: worked
+fails: test_worked_memory
+says: hold one micro-batch fewer than there are stages
+"""
+
+import itertools
+
+stage_parameters = 12 * 8192**2 * 10
+bubble_8_32 = (8 - 1) / (32 + 8 - 1)
+smallest_m = next(m for m in itertools.count(1) if (8 - 1) / (m + 8 - 1) <= 0.05)
+send_ms = 4096 * 8192 * 2 / 50e9 * 1e3
+stage_forward_ms = 2 * stage_parameters * 4096 / 8 / (0.5 * 989e12) * 1e3
+state_gb = 16 * stage_parameters / 8 / 1e9
+one_f_one_b_gb = (8 - 1) * 3
+gpipe_gb = 32 * 3
