@@ -43,6 +43,9 @@ def _on_rank(
     mine = private_generator()
     traced = [traced_stage(mine) for _ in range(num_chunks)]
     chunks = [stage for stage, _, _, _ in traced]
+    for c, stage in enumerate(chunks):
+        if c * world_size + rank > 0:  # every input but the data is another chunk's output
+            stage.register_forward_pre_hook(_input_needs_gradient(c * world_size + rank))
     batch = m * rows
     inputs = torch.randn(batch, DIM, generator=mine) if rank == 0 else None
     targets = torch.randn(batch, DIM, generator=mine) if rank == world_size - 1 else None
@@ -73,6 +76,20 @@ def _on_rank(
         "targets": targets,
         "summary": log.summary(),
     }
+
+
+def _input_needs_gradient(virtual: int) -> Callable:
+    """A pre-hook that stops a rank at once where a virtual stage after the first is given an
+    input that needs no gradient: that gradient would never go back to the rank that sent the
+    input, which would wait for it forever (a deadlock, whose report could not say why)."""
+
+    def hook(module: torch.nn.Module, args: tuple) -> None:
+        if not args[0].requires_grad:
+            raise RuntimeError(
+                f"virtual stage {virtual}'s input needs no gradient, so no gradient of it can be sent back"
+            )
+
+    return hook
 
 
 def _run_model(stages: list, inputs: torch.Tensor, targets: torch.Tensor) -> dict:
@@ -138,7 +155,14 @@ def check_run_interleaved(
             rows,
             timeout=15,
             what="run_interleaved",
-            diagnoses={"raised KeyError": keyed_by_micro_batch},
+            diagnoses={
+                "raised KeyError": keyed_by_micro_batch,
+                "input needs no gradient": (
+                    "an activation received from another rank is an input that needs a gradient "
+                    "(requires_grad_()) before its chunk runs, on every rank: the rank that sent it waits "
+                    "for that gradient in backward. Only virtual stage 0's input, on rank 0, is data."
+                ),
+            },
         )
         states = [per_rank[k % p]["states"][k // p] for k in range(p * v)]
         inputs, targets = per_rank[0]["inputs"], per_rank[-1]["targets"]

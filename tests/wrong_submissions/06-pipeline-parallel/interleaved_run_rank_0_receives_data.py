@@ -1,8 +1,9 @@
 """Treats everything rank 0 receives as data, as run_schedule's first stage could: its later chunks'
-inputs need no gradient, so it sends none back, and rank p - 1 waits for them forever.
+inputs need no gradient, so it would send none back, and rank p - 1 would wait for them forever.
 
 replaces: run_interleaved
 fails: test_run_interleaved test_run_interleaved_more
+says: input needs no gradient
 """
 
 import torch
