@@ -161,6 +161,10 @@ def _circle_from(
         path.append(peer)
 
 
+# The last paragraph of a timeout's report (a check, which sets its own timeout, replaces it).
+SLOW_NOT_STUCK = "If the work is just slow rather than stuck, pass a larger timeout to launch"
+
+
 def hang_report(
     world_size: int,
     stacks: dict[int, RankStack],
@@ -200,11 +204,7 @@ def hang_report(
     if advice:
         lines += ["", advice]
     if timeout is not None:
-        lines += [
-            "",
-            "If the work is just slow rather than stuck, pass a larger timeout to launch "
-            f"(it was {timeout:g} seconds).",
-        ]
+        lines += ["", f"{SLOW_NOT_STUCK} (it was {timeout:g} seconds)."]
     return "\n".join(lines)
 
 

@@ -88,6 +88,20 @@ def test_the_report_names_different_collectives_and_the_timeout() -> None:
     assert "pass a larger timeout to launch (it was 3 seconds)" in report
 
 
+def test_a_check_replaces_the_advice_to_pass_a_larger_timeout() -> None:
+    """A student cannot give a check a longer timeout: the check says what its timeout means."""
+    from autograder.checks.ranks import _for_a_check
+
+    stacks = {0: blocked(0, "all_reduce", group=None), 1: blocked(1, "broadcast", src=0, group=None)}
+    report = _for_a_check(hang_report(2, stacks, returned=[], silent=[], timeout=3), timeout=3)
+    assert "larger timeout" not in report
+    assert "rank 1 is waiting in broadcast(src=0):" in report  # the rest of the report is kept
+    assert report.endswith("(keep each one and wait() on it).")
+    assert "within the 3 seconds this check allows" in report
+    deadlock = hang_report(2, stacks, returned=[], silent=[], timeout=None)
+    assert _for_a_check(deadlock, timeout=3) == deadlock
+
+
 def test_a_rank_with_other_threads_is_never_judged_stuck() -> None:
     """Its other thread may be the one that sends or receives what unblocks its main thread."""
     helper = [{"name": "receiver", "frames": [{"filename": USER, "lineno": 3, "name": "loop", "peers": {}}]}]

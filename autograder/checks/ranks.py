@@ -9,6 +9,7 @@ from typing import Any
 import torch
 
 from launcher import LaunchError, launch
+from launcher.hangs import SLOW_NOT_STUCK
 
 from .expect import expect_equal, expect_tensor, fail
 
@@ -43,12 +44,25 @@ def run_ranks(
     try:
         return launch(fn, world_size, *args, backend="gloo", timeout=timeout, **kwargs)
     except LaunchError as err:
-        report = str(err)
+        report = _for_a_check(str(err), timeout)
     # Failing here, outside the except block, shows the launcher's report once: inside it,
     # Python would print the LaunchError too, "during handling" of which this one happened.
     ranks = f"{world_size} rank{'s' if world_size != 1 else ''}"
     diagnosis = next((f" {said}" for words, said in (diagnoses or {}).items() if words in report), "")
     fail(f"{what or getattr(fn, '__name__', 'the function')} on {ranks} failed:{diagnosis}\n{report}")
+
+
+def _for_a_check(report: str, timeout: float) -> str:
+    """The launcher's report, with its advice to pass a larger timeout (which a student cannot give
+    a check) replaced by what a check's timeout means."""
+    if SLOW_NOT_STUCK not in report:
+        return report
+    return (
+        report[: report.index(SLOW_NOT_STUCK)].rstrip()
+        + f"\n\nA correct answer finishes well within the {timeout:g} seconds this check allows, so some "
+        "rank waits for something that never comes: a message never sent, or one sent with isend whose "
+        "Work was dropped before it completed (keep each one and wait() on it)."
+    )
 
 
 def expect_same_on_every_rank(results: Sequence[Any], what: str) -> None:

@@ -12,7 +12,7 @@ import torch
 
 from ..checks import counted, fail, private_generator, run_ranks
 from ..comm import CommLog
-from .common import _close, _counts, _type, _volumes
+from .common import _close, _counts, _type
 
 
 def _shard_sizes(numels: Sequence[int], world_size: int, rank: int) -> list[int]:
@@ -34,8 +34,14 @@ def _clip_on_rank(rank: int, world_size: int, clip: Callable, numels: list, case
                 "drawn": drawn,
                 "clipped": [s.detach().clone() for s in shards],
                 "norm": norm.item() if _type(norm) is torch.Tensor and norm.numel() == 1 else norm,
-                "volumes": _volumes(summary),
                 "counts": _counts(summary),
+                # the elements this rank put into each collective
+                "sent": [
+                    (name, contributed or sum(numels))
+                    for (name, numels), (_, contributed) in zip(
+                        summary["calls"], summary["contributed"], strict=True
+                    )
+                ],
             }
         )
     return results
@@ -115,15 +121,15 @@ def _expect_clipped(
             )
     if world_size == 1:
         return
-    others = {k: v for k, v in result["counts"].items() if k != "all_reduce"}
-    if others or not result["counts"].get("all_reduce"):
+    if not result["counts"]:
         fail(
-            f"{where} issued {result['counts'] or 'no collectives'}; each rank holds only its shards, so "
-            "the ranks must combine something, and a few numbers are enough: the gradients themselves "
-            "need not travel."
+            f"{where} issued no collectives; each rank holds only its shards, so the ranks must combine "
+            "something, and a few numbers are enough: the gradients themselves need not travel."
         )
-    if result["volumes"]["all_reduce"] > len(result["drawn"]) + 1:
-        fail(
-            f"{where}: its all_reduce(s) carried {result['volumes']['all_reduce']} elements; a few numbers "
-            "are enough, not the gradients themselves."
-        )
+    few = len(result["drawn"]) + 1  # a sum of squares per shard, and one more
+    for name, n in result["sent"]:
+        if n > few:
+            fail(
+                f"{where}: it put {n} elements into one {name}; a few numbers from each rank are enough (at "
+                f"most {few} here), not the gradients themselves."
+            )

@@ -119,6 +119,8 @@ def _mistakes(key: str, layers: list, world_size: int, reshard: bool, sync: bool
             "divide the parameters evenly (rank 0 holds ceil(rows / world_size) rows of each one)": (
                 12 * psi // world_size
             ),
+            "divide all the parameters together, rounding up (rank 0 holds ceil(rows / world_size) rows "
+            "of each one)": 12 * -(-psi // world_size),
             "count the gradient shard among the states (it is its own key)": 16 * shard,
         }
     if key == "gradients":
@@ -169,8 +171,12 @@ def check_fully_shard_memory(
             if answer[key] == expected[key]:
                 continue
             message = f"{what}[{key!r}] is {answer[key]:,} bytes; not what rank 0 holds."
-            for mistake, value in _mistakes(key, layers, world_size, reshard, sync).items():
-                if answer[key] == value and value != expected[key]:
-                    message += f" That is what you get if you {mistake}."
-                    break
+            # Two mistakes may give the same number here: name every one that does.
+            matching = [
+                mistake
+                for mistake, value in _mistakes(key, layers, world_size, reshard, sync).items()
+                if answer[key] == value and value != expected[key]
+            ]
+            if matching:
+                message += " That is what you get if you " + ", or if you ".join(matching) + "."
             fail(message)

@@ -53,12 +53,19 @@ def _zero_memory_mistakes(psi: float, n: int, stage: int, optimizer: str) -> dic
             "shard the 16-bit parameters already in stage 1 (stage 1 shards only the optimizer state)"
         ] = 2 * psi / n + 2 * psi + k * psi / n
     if stage + 1 <= 3:
-        mistakes["shard the gradients already in stage 1 (that is stage 2)"] = zero_memory_reference(
-            psi, n, stage + 1, optimizer
+        ahead = (
+            "shard the gradients already in stage 1 (that is stage 2)"
+            if stage == 1
+            else f"give stage {stage} what stage {stage + 1} keeps"
         )
-    mistakes["count the stages one too late (stage 1 sharding nothing)"] = zero_memory_reference(
-        psi, n, stage - 1, optimizer
-    )
+        mistakes[ahead] = zero_memory_reference(psi, n, stage + 1, optimizer)
+    if stage >= 1:
+        behind = (
+            "count the stages one too late (stage 1 sharding nothing)"
+            if stage == 1
+            else f"give stage {stage} what stage {stage - 1} keeps"
+        )
+        mistakes[behind] = zero_memory_reference(psi, n, stage - 1, optimizer)
     if optimizer == "adamw":
         mistakes["count 16 bytes of optimizer state per parameter (K=16) instead of 12"] = _zero_memory(
             psi, n, stage, 16
@@ -229,7 +236,7 @@ def _zero_on_rank(
     params = _initial_params(shapes, seed)  # the same on every rank, as after DDP's broadcast
     generator = private_generator()  # this rank's gradients: no other rank can know them
     storages = _Storages()
-    drawn, volumes, counts, kept_grads, in_backward, peaks = [], [], [], [], [], []
+    drawn, volumes, counts, kept_grads, in_backward, peaks, buckets = [], [], [], [], [], [], []
     storages.hand_over(params)
     with storages:
         optimizer = make_optimizer(params, **hyper)
@@ -250,6 +257,7 @@ def _zero_on_rank(
                     loss.backward()
                 del loss
                 in_backward.append(_volumes(log.summary()))
+                buckets.append(_scattered_sizes(log.summary()))
                 peaks.append((peak.peak, peak.when, sent.most_alive))
             storages.hand_over([*params, *(p.grad for p in params)])
             with storages:
@@ -270,7 +278,17 @@ def _zero_on_rank(
         "kept_grads": kept_grads,
         "in_backward": in_backward,
         "peaks": peaks,
+        "buckets": buckets,
     }
+
+
+def _scattered_sizes(summary: dict) -> list[int]:
+    """The elements each reduce_scatter was given, in order: the buckets, padded."""
+    return [
+        contributed or sum(numels)
+        for (name, numels), (_, contributed) in zip(summary["calls"], summary["contributed"], strict=True)
+        if name == "reduce_scatter"
+    ]
 
 
 def _adamw_reference(
@@ -383,6 +401,7 @@ def check_zero_optimizer(
                 )
             if stage == 2 and world_size > 1:
                 _expect_buckets_in_backward(where, result, shapes, hyper["bucket_numel"], share)
+                _expect_bucket_sizes(where, result["buckets"], shapes, hyper["bucket_numel"], world_size)
 
 
 def _expect_buckets_in_backward(
@@ -422,6 +441,29 @@ def _expect_buckets_in_backward(
                 f"{bucket_numel} elements and this rank's shard need no more than about {allowed}. Copy each "
                 "gradient into its bucket and drop it (p.grad = None), reduce_scatter each bucket when it is "
                 "full, and keep no bucket once it is sent: only its shard."
+            )
+
+
+def _expect_bucket_sizes(
+    where: str,
+    buckets: list[list[int]],
+    shapes: Sequence[tuple[int, ...]],
+    bucket_numel: int,
+    world_size: int,
+) -> None:
+    """No bucket larger than ``bucket_numel`` elements, unless it holds one larger parameter alone
+    (padded to a multiple of the world size either way)."""
+    __tracebackhide__ = True
+    largest = max(math.prod(s) for s in shapes)
+    bound = -(-max(bucket_numel, largest) // world_size) * world_size
+    for step, sizes in enumerate(buckets, 1):
+        over = [size for size in sizes if size > bound]
+        if over:
+            fail(
+                f"{where}: in step {step}, a reduce_scatter was given {over[0]} elements; buckets hold at "
+                f"most bucket_numel={bucket_numel} (padded to {bound}), a larger parameter alone. Send a "
+                "bucket before the next gradient would take it over bucket_numel, not once it has gone "
+                "over: the bucket size is what bounds backward's memory."
             )
 
 

@@ -18,7 +18,8 @@ fails even when the result is right.
   of Megatron's two layers, and the checks of a rank's result, collectives and their sizes.
 - `layers`: the lecture's all_gather MLP with its backward (`check_allgather_mlp`), Megatron's
   column- and row-parallel layers and their MLP (`check_column_parallel`, `check_row_parallel`,
-  `check_tensor_parallel_mlp`), each shard checked to hold its own storage.
+  `check_tensor_parallel_mlp`), each shard checked to hold its own storage, and the operators f
+  and g on their own (`check_parallel_operators`).
 - `attention`: attention split by heads (`reference_attention`,
   `check_tensor_parallel_attention`).
 - `block`: sequence parallelism, a LayerNorm and MLP block split by tokens and by features
@@ -34,6 +35,7 @@ from .block import SEQUENCE, check_sequence_parallel_block
 from .layers import (
     check_allgather_mlp,
     check_column_parallel,
+    check_parallel_operators,
     check_row_parallel,
     check_tensor_parallel_mlp,
 )
@@ -52,6 +54,7 @@ __all__ = [
     "VOCAB",
     "check_allgather_mlp",
     "check_column_parallel",
+    "check_parallel_operators",
     "check_row_parallel",
     "check_sequence_parallel_block",
     "check_tensor_parallel_attention",

@@ -12,7 +12,20 @@ from torch import nn
 
 from ..checks import counted, fail, fresh_seed, private_generator, run_ranks
 from ..comm import CommLog
-from .shards import DIM, HIDDEN, _carried, _column_shard, _counts, _expect, _row_shard, _rows, _shared, _type
+from .shards import (
+    DIM,
+    HIDDEN,
+    _carried,
+    _column_shard,
+    _counts,
+    _expect,
+    _expect_own_storage,
+    _row_shard,
+    _rows,
+    _shared,
+    _storage,
+    _type,
+)
 
 SEQUENCE = 12  # tokens: divisible by 1, 2, 3 and 4
 _PARAMETERS = ("norm.weight", "norm.bias", "fc1.weight", "fc2.weight")
@@ -55,6 +68,9 @@ def _block_on_rank(rank: int, world_size: int, cls: Callable, seed: int) -> dict
     fc1 = _linear_with_shard(DIM, HIDDEN, w1, share)
     fc2 = _linear_with_shard(HIDDEN, DIM, w2, (slice(None), share))
     block = cls(_norm(seed), fc1, fc2, rank, world_size)
+    normalised = []  # the tokens of every input the block's LayerNorm was called on
+    if isinstance(getattr(block, "norm", None), nn.Module):
+        block.norm.register_forward_pre_hook(lambda module, args: normalised.append(args[0].shape[0]))
     upstream = torch.randn(tokens, DIM, generator=mine)
     with CommLog() as forward:
         y = block(x)
@@ -71,7 +87,15 @@ def _block_on_rank(rank: int, world_size: int, cls: Callable, seed: int) -> dict
         "backward": backward.summary(),
         "after": after.summary(),
         "inputs": (x.detach(), w1, w2, upstream),
+        "normalised": normalised,
+        "stored": _storage(block),
     }
+
+
+def _shard_bytes(inputs: tuple) -> int:
+    """What a rank's block must keep: the whole LayerNorm, and its shards of fc1 and fc2."""
+    _, w1, w2, _ = inputs
+    return 2 * DIM * 4 + (w1.numel() + w2.numel()) * w1.element_size()
 
 
 def _unsharded_block(per_rank: list[dict], seed: int, world_size: int) -> tuple:
@@ -104,7 +128,8 @@ def check_sequence_parallel_block(cls: Callable, world_sizes: Sequence[int] = (2
     """Check ``cls(norm, fc1, fc2, rank, world_size)``: ``x + fc2(gelu(fc1(norm(x))))`` on this
     rank's tokens, with fc1 column- and fc2 row-parallel (no biases), an all_gather of the tokens
     before fc1 and a reduce_scatter after fc2 (and their adjoints backward); after
-    ``reduce_norm_gradients()``, every gradient that of the whole block (each shard's its slice)."""
+    ``reduce_norm_gradients()``, every gradient that of the whole block (each shard's its slice).
+    Each rank keeps its shards in storage of their own, and its LayerNorm sees its tokens only."""
     __tracebackhide__ = True
     for world_size in world_sizes:
         seed = fresh_seed()
@@ -116,6 +141,14 @@ def check_sequence_parallel_block(cls: Callable, world_sizes: Sequence[int] = (2
             where = f"{what}, rank {rank}"
             tokens, share = _rows(SEQUENCE, rank, world_size), _rows(HIDDEN, rank, world_size)
             _expect(f"{where}: output (its tokens)", got["y"], y[tokens])
+            _expect_own_storage(where, got["stored"], _shard_bytes(got["inputs"]))
+            if world_size > 1 and any(n > SEQUENCE // world_size for n in got["normalised"]):
+                fail(
+                    f"{where}: its LayerNorm ran on {max(got['normalised'])} tokens, the gathered sequence. "
+                    f"In sequence parallelism each rank normalises its own {SEQUENCE // world_size} tokens, "
+                    "before the all_gather: the LayerNorm's work and the activations it keeps for backward "
+                    "are then split across the ranks too."
+                )
             if world_size > 1:
                 _no_all_reduce(f"{where}: the forward pass", got["forward"])
                 _counts(f"{where}: the forward pass", got["forward"], {"all_gather": 1, "reduce_scatter": 1})

@@ -10,7 +10,7 @@ from typing import Any
 import torch
 import torch.nn.functional as F
 
-from ..checks import counted, fail, fresh_seed, private_generator, run_ranks
+from ..checks import counted, expect_floats, fail, fresh_seed, private_generator, run_ranks
 from ..comm import CommLog
 from .shards import (
     DIM,
@@ -395,3 +395,89 @@ def check_tensor_parallel_mlp(cls: Callable, world_sizes: Sequence[int] = (2,), 
                 _expect(f"{where}: {name}'s gradient ({part})", got["grads"][name], grad, hints)
             shard_bytes = sum(t.numel() * t.element_size() for t in got["shards"]) + DIM * 4
             _expect_own_storage(where, got["stored"], shard_bytes)
+
+
+# -- the operators f and g, on their own ---------------------------------------------------------
+
+
+def _operators_on_rank(rank: int, world_size: int, f: Any, g: Any, batch: int) -> dict:
+    mine = private_generator()
+    got = {}
+    for name, operator in (("f", f), ("g", g)):
+        x = torch.randn(batch, DIM, generator=mine, requires_grad=True)
+        upstream = torch.randn(batch, DIM, generator=mine)
+        with CommLog() as forward:
+            y = operator.apply(x)
+        with CommLog() as backward:
+            if _type(y) is torch.Tensor and y.shape == x.shape and y.requires_grad:
+                (y * upstream).sum().backward()
+        got[name] = {
+            "x": x.detach(),
+            "upstream": upstream,
+            "y": y.detach() if _type(y) is torch.Tensor else y,
+            "x.grad": x.grad,
+            "forward": forward.summary(),
+            "backward": backward.summary(),
+        }
+    return got
+
+
+def check_parallel_operators(f: Any, g: Any, world_sizes: Sequence[int] = (2,), batch: int = 3) -> None:
+    """Check the autograd functions ``f`` (``CopyToParallel``) and ``g`` (``ReduceFromParallel``)
+    on their own, each rank with its own input and its own gradient of the output: ``f`` the
+    identity forward and an all_reduce of the gradient backward; ``g`` an all_reduce forward and
+    the identity backward; no other collective either way. (The MLP's check alone cannot tell a
+    ``g`` it never calls.)"""
+    __tracebackhide__ = True
+    for world_size in world_sizes:
+        per_rank = run_ranks(
+            _operators_on_rank, world_size, f, g, batch, what="CopyToParallel and ReduceFromParallel"
+        )
+        for name, cls in (("f", f), ("g", g)):
+            summed_x = sum(got[name]["x"] for got in per_rank)
+            summed_up = sum(got[name]["upstream"] for got in per_rank)
+            for rank, got in enumerate(per_rank):
+                mine = got[name]
+                where = (
+                    f"{getattr(cls, '__name__', name)} ({name}) on {counted(world_size, 'rank')}, rank {rank}"
+                )
+                reference = "what the operator gives, from every rank's tensors"
+                several = world_size > 1
+                if name == "f":
+                    expect_floats(
+                        f"{where}: the forward pass (the identity)",
+                        mine["y"],
+                        mine["x"],
+                        reference,
+                        mistakes={"all_reduce the input": summed_x} if several else None,
+                    )
+                    expect_floats(
+                        f"{where}: x's gradient (the gradients of every rank's output, summed)",
+                        mine["x.grad"],
+                        summed_up,
+                        reference,
+                        mistakes={"leave the gradient as it arrived": mine["upstream"]} if several else None,
+                    )
+                else:
+                    expect_floats(
+                        f"{where}: the forward pass (the ranks' inputs, summed)",
+                        mine["y"],
+                        summed_x,
+                        reference,
+                        mistakes={"leave the input as it is": mine["x"]} if several else None,
+                    )
+                    trap = (
+                        "all_reduce the gradient too: the adjoint of an all_reduce is the identity, as "
+                        "every rank's output is already the whole sum"
+                    )
+                    expect_floats(
+                        f"{where}: x's gradient (the identity)",
+                        mine["x.grad"],
+                        mine["upstream"],
+                        reference,
+                        mistakes={trap: summed_up} if several else None,
+                    )
+                if several:
+                    calls = {"all_reduce": 1}
+                    _counts(f"{where}: the forward pass", mine["forward"], {} if name == "f" else calls)
+                    _counts(f"{where}: the backward pass", mine["backward"], calls if name == "f" else {})

@@ -94,11 +94,7 @@ def check_vocab_parallel_cross_entropy(
             expected = F.cross_entropy(logits.double(), targets)
             for rank, (loss, summary, _) in enumerate(per_rank):
                 if _type(loss) is torch.Tensor and loss.dim() == 0 and not torch.isfinite(loss):
-                    fail(
-                        f"{what}: rank {rank}'s loss is {loss.item()}. exp() overflows float32 above 88.7, "
-                        f"and in some rows one logit is {_OUTLIER:g} above the rest of its row: what you "
-                        "subtract before exponentiating did not bring that logit down far enough."
-                    )
+                    fail(f"{what}: rank {rank}'s loss is {loss.item()}. {_not_finite(loss.item())}")
                 _expect(
                     f"{what}: rank {rank}'s loss",
                     loss,
@@ -112,3 +108,22 @@ def check_vocab_parallel_cross_entropy(
                             f"has {ROWS * VOCAB // world_size}. The point is never to hold the whole "
                             f"vocabulary's logits on one rank: exchange a few numbers per row ({ROWS} rows)."
                         )
+
+
+def _not_finite(loss: float) -> str:
+    """What makes the loss infinite: exponentials that overflow (+inf), or a row whose every
+    exponential underflows to 0, whose log is -inf (NaN: either, met by the other)."""
+    overflow = (
+        f"exp() overflows float32 above 88.7, and in some rows one logit is {_OUTLIER:g} above the rest "
+        "of its row: what you subtract before exponentiating did not bring that logit down far enough."
+    )
+    underflow = (
+        "In some row every exponential came out 0 (exp() underflows float32 below about -103), and log(0) "
+        "is -inf: what you subtract before exponentiating is far above that row's largest logit. Is it "
+        "each row's own maximum, over every rank's shard?"
+    )
+    if loss == float("inf"):
+        return overflow
+    if loss == float("-inf"):
+        return underflow
+    return f"Either {overflow[0].lower() + overflow[1:]} Or: {underflow}"

@@ -1,6 +1,7 @@
-"""Written from scratch: buckets closed once they reach bucket_numel (so a little over it), the
-moments in one dict, gradients copied in as they arrive, each bucket averaged with ReduceOp.AVG;
-after the update each rank broadcasts its piece of every bucket (the bytes of one all_gather).
+"""Written from scratch: buckets made from the last parameter back (the order backward makes
+their gradients), the moments in one dict, gradients copied in as they arrive, each bucket
+averaged with ReduceOp.AVG; after the update each rank broadcasts its piece of every bucket (the
+bytes of one all_gather).
 
 replaces: zero2
 fails: none
@@ -16,10 +17,13 @@ class Zero2AdamW:
         self.n, self.rank = dist.get_world_size(), dist.get_rank()
         self.buckets, current = [], []
         for i in range(len(self.params) - 1, -1, -1):
-            current.append(i)
-            if sum(self.params[j].numel() for j in current) >= bucket_numel:
+            if (
+                current
+                and sum(self.params[j].numel() for j in current) + self.params[i].numel() > bucket_numel
+            ):
                 self.buckets.append(current)
                 current = []
+            current.append(i)
         if current:
             self.buckets.append(current)
         self.where = {}

@@ -3,7 +3,7 @@ which sharding was meant to avoid.
 
 replaces: clip
 fails: test_clip test_clip_more
-says: the gradients themselves need not travel
+says: not the gradients themselves
 """
 
 import torch
