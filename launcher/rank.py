@@ -357,7 +357,7 @@ def _traceback_without_launcher_frames(exc: BaseException) -> traceback.Tracebac
     shown = [
         (frame, lineno)
         for frame, lineno in traceback.walk_tb(exc.__traceback__)
-        if frame.f_code is not run_rank.__code__ and not frame.f_locals.get("__tracebackhide__")
+        if frame.f_code is not run_rank.__code__ and not _hides_itself(frame)
     ]
     tb_exc.stack = traceback.StackSummary.extract(iter(shown), lookup_lines=False)
     return tb_exc
@@ -426,7 +426,7 @@ def _describe_stack(frame: Any) -> list[dict[str, Any]]:
     """The main thread's stack, outermost first, from the user's function inwards, as plain data."""
     frames = []
     while frame is not None and frame.f_code is not run_rank.__code__:
-        if frame.f_locals.get("__tracebackhide__"):  # as IPython and pytest do
+        if _hides_itself(frame):
             frame = frame.f_back
             continue
         frames.append(
@@ -440,6 +440,17 @@ def _describe_stack(frame: Any) -> list[dict[str, Any]]:
         frame = frame.f_back
     frames.reverse()
     return frames
+
+
+def _hides_itself(frame: Any) -> bool:
+    """Whether the frame's code sets ``__tracebackhide__`` (IPython and pytest hide such frames).
+
+    Read from the code, not from ``frame.f_locals``: before Python 3.13, reading a running frame's
+    f_locals stores a copy of its local variables on the frame, which keeps each one alive until
+    the function returns, even after the function deletes it. A look at a rank's stack must not
+    change what the rank's memory holds (the checks count live tensors with weak references).
+    """
+    return "__tracebackhide__" in frame.f_code.co_varnames
 
 
 def _peer_arguments(frame: Any) -> dict[str, Any]:

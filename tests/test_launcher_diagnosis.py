@@ -2,6 +2,10 @@
 
 from __future__ import annotations
 
+import gc
+import sys
+import weakref
+
 from launcher.hangs import RankStack, hang_report, never_finishing
 
 C10D = "/site-packages/torch/distributed/distributed_c10d.py"
@@ -86,6 +90,27 @@ def test_the_report_names_different_collectives_and_the_timeout() -> None:
     assert "rank 1 is waiting in broadcast(src=0):" in report
     assert "blocked in different collectives (all_reduce on rank 0, broadcast on rank 1)" in report
     assert "pass a larger timeout to launch (it was 3 seconds)" in report
+
+
+def test_a_look_at_a_ranks_stack_keeps_none_of_its_variables_alive() -> None:
+    """Reading a running frame's f_locals (before Python 3.13) stores its variables on the frame
+    until the function returns: a look at a rank that is slow (its stack is read to judge whether
+    it is stuck) kept alive what the rank then deleted, and a check counting live tensors failed a
+    correct answer on a loaded machine."""
+    from launcher.rank import _describe_stack
+
+    class Thing:
+        pass
+
+    def work() -> bool:
+        thing = Thing()
+        alive = weakref.ref(thing)
+        _describe_stack(sys._getframe())  # the launcher's look, while `thing` is alive
+        del thing
+        gc.collect()
+        return alive() is None
+
+    assert work()
 
 
 def test_a_check_replaces_the_advice_to_pass_a_larger_timeout() -> None:

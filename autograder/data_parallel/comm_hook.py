@@ -26,7 +26,8 @@ def _batch(seed: int, step: int, rank: int, dtype: str) -> tuple[torch.Tensor, t
 def _hooked_on_rank(rank: int, world_size: int, hook: Callable, dtype: str, steps: int, seed: int) -> list:
     model = make_mlp(seed=seed).to(getattr(torch, dtype))
     ddp = nn.parallel.DistributedDataParallel(model, bucket_cap_mb=BUCKET_CAP_MB)
-    ddp.register_comm_hook(None, hook)
+    given: list = []  # (the bucket's dtype, the dtype of what the hook's future gave)
+    ddp.register_comm_hook(None, _watching_values(hook, given))
     out = []
     for step in range(steps):
         model.zero_grad()
@@ -39,12 +40,36 @@ def _hooked_on_rank(rank: int, world_size: int, hook: Callable, dtype: str, step
         grads = [p.grad.detach().clone() for p in model.parameters()]
         issues = [(e[2], e[3]) for e in events if e[0] == "issue"]
         early = [e for e in events[: events.index(("end",))] if e[0] == "wait"]
-        out.append((before, grads, issues, len(early)))
+        out.append((before, grads, issues, len(early), [pair for pair in given if pair[0] != pair[1]]))
+        given.clear()
         with torch.no_grad():
             for p in model.parameters():
                 p -= 0.1 * p.grad
     del ddp  # before the process group goes: a DDP object that outlives it can hang on Gloo
     return out
+
+
+def _watching_values(hook: Callable, given: list) -> Callable:
+    """``hook``, noting the dtype of the tensor its future gives back against its bucket's (DDP
+    would copy any dtype into the gradients, so the result alone cannot tell)."""
+
+    # Unannotated: DDP refuses a hook whose annotations are not its own classes, and here they
+    # would be strings (postponed annotations).
+    def watched(state, bucket):
+        dtype = bucket.buffer().dtype
+        future = hook(state, bucket)
+        if not isinstance(future, torch.futures.Future):
+            return future  # DDP itself says what is wrong with it
+
+        def note(done: torch.futures.Future) -> object:
+            value = done.value()
+            tensor = value[0] if isinstance(value, list) and value else value
+            given.append((dtype, getattr(tensor, "dtype", None)))
+            return value
+
+        return future.then(note)
+
+    return watched
 
 
 def _local(before: list[torch.Tensor], world_size: int, dtype: str, step: int, seed: int) -> list[list]:
@@ -77,7 +102,7 @@ def check_compression_hook(
         what = f"DDP with {name} on {counted(world_size, 'rank')}, a {dtype} model"
         per_rank = run_ranks(_hooked_on_rank, world_size, hook, dtype, steps, seed, what=name)
         for rank, results in enumerate(per_rank):
-            for step, (before, grads, issues, early) in enumerate(results):
+            for step, (before, grads, issues, early, other_dtypes) in enumerate(results):
                 where = f"{what}, step {step + 1}, rank {rank}"
                 local = _local(before, world_size, dtype, step, seed)
                 sent = sum(n for n, _ in issues)
@@ -97,6 +122,14 @@ def check_compression_hook(
                         f"{where}: the hook waited on its all_reduce before backward was over. Return a "
                         "future (the handle's, chained with then()) without waiting: DDP waits for it "
                         "after backward, and meanwhile backward goes on."
+                    )
+                if other_dtypes:
+                    bucket, gave = other_dtypes[0]
+                    fail(
+                        f"{where}: the hook's future gave {str(gave).removeprefix('torch.')} values for a "
+                        f"{str(bucket).removeprefix('torch.')} bucket. DDP copies them into the gradients "
+                        "anyway, but a hook's result is the average in the bucket's own dtype: convert it "
+                        "back in then()."
                     )
                 _expect_compressed_average(where, grads, local, rank)
 
