@@ -31,7 +31,11 @@ def layer_activation_bytes(m: Model, c: Config, mistake: str = "") -> float:
 
 def memory_per_gpu(m: Model, cl: Cluster, c: Config, mistake: str = "") -> float:
     psi = m.params / (c.tp * (1 if mistake == "params_not_over_pp" else c.pp))
-    in_flight = c.micro_batches if mistake == "gpipe_in_flight" else min(c.pp, c.micro_batches)
+    in_flight = min(c.pp, c.micro_batches)
+    if mistake == "gpipe_in_flight":
+        in_flight = c.micro_batches
+    elif mistake == "pp_in_flight":
+        in_flight = c.pp
     layers = m.layers / c.pp
     return state_bytes(psi, c.dp, c.zero) + layer_activation_bytes(m, c, mistake) * layers * in_flight
 

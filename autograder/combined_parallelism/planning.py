@@ -19,6 +19,8 @@ _MEMORY_MISTAKES = {
     "params_not_over_pp": "each GPU holds the parameters of its pipeline stage only: 1/(tp pp) of them",
     "gpipe_in_flight": "under 1F1B the first stage holds at most pp micro-batches' activations, "
     "not all of them",
+    "pp_in_flight": "with fewer micro-batches than stages, the first stage holds all m of them, not pp: "
+    "min(pp, m)",
     "recompute_no_sp": "with sequence parallelism, the one input a recomputed layer keeps is split "
     "across the TP ranks too",
     "tp_splits_everything": "without sequence parallelism, part of each layer's activations "
@@ -72,6 +74,10 @@ def _cases(hidden: bool) -> list[tuple[Model, Cluster, Config]]:
             A100_NODES,
             Config(dp=1, tp=8, pp=10, zero=0, micro_batch=1, micro_batches=40, sequence_parallel=True),
         ),
+        # fewer micro-batches than stages: the first stage holds all of them, not pp
+        (LLAMA_70B, H100_NODES, Config(dp=2, tp=8, pp=8, zero=1, micro_batch=1, micro_batches=4)),
+        # 24 / t with t not dividing 24, no sequence parallelism, no recomputation
+        (GPT_13B, H100_NODES, Config(dp=1, tp=16, pp=2, zero=0, micro_batch=1, micro_batches=4)),
     ]
 
 
@@ -189,5 +195,12 @@ def check_best(fn: Callable, hidden: bool = False) -> None:
             fitting = [c for c in candidates if memory_per_gpu(model, cluster, c) <= cluster.hbm]
             if memory_per_gpu(model, cluster, got) == min(memory_per_gpu(model, cluster, c) for c in fitting):
                 least = " It needs the least memory of those that fit: among them, pick the fastest."
+            if step_seconds(model, cluster, got) == step_seconds(model, cluster, expected):
+                fail(
+                    f"{where}: you chose {got}, as fast as the fastest that fits, but it needs "
+                    f"{memory_per_gpu(model, cluster, got) / 1e9:.1f} GB where {expected} needs "
+                    f"{memory_per_gpu(model, cluster, expected) / 1e9:.1f} GB: among equally fast layouts, "
+                    "pick the one that needs the least memory."
+                )
             fail(f"{where}: you chose {got}, which fits but is not the fastest that does.{least}")
         fail(f"{where}: return one of the candidates (a Config), got {got!r:.120}.")

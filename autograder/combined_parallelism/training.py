@@ -181,8 +181,10 @@ def _check(
                             f"rank {rank} holds tensor-parallel shard {other}, but its tp coordinate is "
                             f"{index} (tensor parallelism is the innermost axis)"
                         ] = tp_slices(full, other, tp)
+            twice = " (or twice over the replicas: here the same)" if tp == dp else ""
             mistakes[
-                "the gradients were averaged over the world size, not over the data-parallel replicas"
+                f"the gradients were averaged over the world size{twice}, not once over the data-parallel "
+                "replicas"
             ] = wrong_divisor if torch_2d else tp_slices(wrong_divisor, index, tp)
             mistake = _params_mistake(f"{what}, rank {rank}", params, expected, mistakes)
             if mistake:

@@ -3,7 +3,7 @@ too short.
 
 replaces: dp_tp
 fails: test_dp_tp test_dp_tp_more
-says: averaged over the world size, not over the data-parallel replicas
+says: averaged over the world size
 """
 
 import torch
