@@ -8,8 +8,9 @@ the bytes its optimizer keeps from one step to the next (every storage made duri
 optimizer's construction and steps that is still alive afterwards), and, for FSDP, which layers'
 whole weights were alive in the rank's memory after each tensor operation.
 
-- `zero`: memory per device (`check_zero_memory`), the pieces of a flat shard
-  (`check_shard_pieces`), the ZeRO-1 and ZeRO-2 optimizers (`check_zero_optimizer`);
+- `stages`: memory per device at each ZeRO stage, with each optimizer (`check_zero_memory`);
+- `flat`: the pieces of a flat shard (`check_shard_pieces`);
+- `zero`: the ZeRO-1 and ZeRO-2 optimizers (`check_zero_optimizer`);
 - `fsdp`: the FSDP MLP (`check_fsdp`, `make_layers`, the mode that watches which layers are whole);
 - `clipping`: clipping sharded gradients by their global norm (`check_clip_sharded`);
 - `torch_fsdp`: training with torch's `fully_shard` (`check_fully_shard`), and what it sends in a
@@ -37,17 +38,13 @@ from ..data_parallel import make_batch, make_mlp, mse
 from ..torch_compat import full_tensor, fully_shard, gather_rows
 from .buckets import PeakBytes
 from .clipping import check_clip_sharded
+from .flat import check_shard_pieces, flat_pieces_reference
 from .fsdp import check_fsdp, make_layers
 from .memory import check_fully_shard_memory, fully_shard_memory_reference, measure_fully_shard_memory
 from .mixed import check_fully_shard_bytes, fully_shard_bytes_reference, measure_fully_shard_step
+from .stages import check_zero_memory, zero_memory_reference
 from .torch_fsdp import check_fully_shard, check_fully_shard_traffic, fully_shard_traffic_reference
-from .zero import (
-    check_shard_pieces,
-    check_zero_memory,
-    check_zero_optimizer,
-    flat_pieces_reference,
-    zero_memory_reference,
-)
+from .zero import check_zero_optimizer
 
 launcher.preload("autograder.sharded_data_parallel", "torch.distributed.fsdp")
 

@@ -12,7 +12,7 @@ import torch
 
 from ..checks import counted, fail, private_generator, run_ranks
 from ..comm import CommLog
-from .common import _close, _counts, _type
+from .common import _close, _contributions, _counts, _type
 
 
 def _shard_sizes(numels: Sequence[int], world_size: int, rank: int) -> list[int]:
@@ -35,13 +35,7 @@ def _clip_on_rank(rank: int, world_size: int, clip: Callable, numels: list, case
                 "clipped": [s.detach().clone() for s in shards],
                 "norm": norm.item() if _type(norm) is torch.Tensor and norm.numel() == 1 else norm,
                 "counts": _counts(summary),
-                # the elements this rank put into each collective
-                "sent": [
-                    (name, contributed or sum(numels))
-                    for (name, numels), (_, contributed) in zip(
-                        summary["calls"], summary["contributed"], strict=True
-                    )
-                ],
+                "sent": _contributions(summary),
             }
         )
     return results

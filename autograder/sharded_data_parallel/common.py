@@ -66,13 +66,22 @@ class _Storages(TorchDispatchMode):
         return sorted(alive.values(), reverse=True)
 
 
+def _contributions(summary: dict) -> list[tuple[str, int]]:
+    """Each collective, in order, with the elements this rank put into it: an all_gather's piece,
+    a reduce_scatter's input, an all_reduce's tensor."""
+    return [
+        (name, contributed or sum(numels))
+        for (name, numels), (_, contributed) in zip(summary["calls"], summary["contributed"], strict=True)
+    ]
+
+
 def _volumes(summary: dict) -> dict[str, int]:
     """Elements each kind of collective carried, counted as whole arrays: an all_gather's output
     (its piece times the world size), a reduce_scatter's input, an all_reduce's tensor."""
     world_size = dist.get_world_size()
     volumes: dict[str, int] = {}
-    for (name, numels), (_, contributed) in zip(summary["calls"], summary["contributed"], strict=True):
-        size = contributed * world_size if name == "all_gather" else contributed or sum(numels)
+    for name, contributed in _contributions(summary):
+        size = contributed * world_size if name == "all_gather" else contributed
         volumes[name] = volumes.get(name, 0) + size
     return volumes
 

@@ -1,6 +1,5 @@
-"""Checks of notebook 07's ZeRO exercises: the memory per device of each stage, the pieces of a
-flat shard, and the ZeRO-1 and ZeRO-2 optimizers (measured: what each rank keeps between steps,
-and what its collectives carry)."""
+"""Checks of notebook 07's ZeRO-1 and ZeRO-2 optimizers, measured: what each rank keeps between
+steps, what its collectives carry, and (ZeRO-2) what backward holds and sends."""
 
 from __future__ import annotations
 
@@ -12,205 +11,12 @@ import torch
 import torch.distributed as dist
 from torch import nn
 
-from ..checks import counted, expect_close, expect_equal, fail, fresh_seed, private_generator, run_ranks
+from ..checks import counted, fail, fresh_seed, private_generator, run_ranks
 from ..comm import CommLog
 from .buckets import PeakBytes, SentBuckets, gradients_loss
-from .common import _close, _compare, _counts, _params_like, _Storages, _volumes
+from .common import _close, _compare, _contributions, _counts, _params_like, _Storages, _volumes
 
 GRADIENT_SCALE = 0.01  # the checks' gradients are N(0, 0.01^2): with eps=0.01, Adam sees a missing 1/n
-
-
-# -- exercise: memory per device ----------------------------------------------------------------
-
-
-# Bytes a parameter of optimizer state (K, in the ZeRO paper) in mixed precision: the fp32 master
-# copy every optimizer updates, and the fp32 running statistics each keeps.
-OPTIMIZER_STATE_BYTES = {"adamw": 4 + 4 + 4, "sgd_momentum": 4 + 4, "sgd": 4}
-
-
-def zero_memory_reference(psi: float, n: int, stage: int, optimizer: str = "adamw") -> float:
-    """Bytes per device of mixed-precision training's parameters, gradients and optimizer state
-    (for the checks; never shown to students)."""
-    return _zero_memory(psi, n, stage, OPTIMIZER_STATE_BYTES[optimizer])
-
-
-def _zero_memory(psi: float, n: int, stage: int, k: float) -> float:
-    """Bytes per device with bf16 parameters and gradients and ``k`` bytes a parameter of state."""
-    return (
-        2.0 * psi / (n if stage >= 3 else 1)
-        + 2.0 * psi / (n if stage >= 2 else 1)
-        + k * psi / (n if stage >= 1 else 1)
-    )
-
-
-def _zero_memory_mistakes(psi: float, n: int, stage: int, optimizer: str) -> dict[str, float]:
-    """What the typical mistakes give for one case, each with what it did wrong."""
-    k = OPTIMIZER_STATE_BYTES[optimizer]
-    # In order: where two mistakes give the same number, the first is named.
-    mistakes = {}
-    if stage == 1:
-        mistakes[
-            "shard the 16-bit parameters already in stage 1 (stage 1 shards only the optimizer state)"
-        ] = 2 * psi / n + 2 * psi + k * psi / n
-    if stage + 1 <= 3:
-        ahead = (
-            "shard the gradients already in stage 1 (that is stage 2)"
-            if stage == 1
-            else f"give stage {stage} what stage {stage + 1} keeps"
-        )
-        mistakes[ahead] = zero_memory_reference(psi, n, stage + 1, optimizer)
-    if stage >= 1:
-        behind = (
-            "count the stages one too late (stage 1 sharding nothing)"
-            if stage == 1
-            else f"give stage {stage} what stage {stage - 1} keeps"
-        )
-        mistakes[behind] = zero_memory_reference(psi, n, stage - 1, optimizer)
-    if optimizer == "adamw":
-        mistakes["count 16 bytes of optimizer state per parameter (K=16) instead of 12"] = _zero_memory(
-            psi, n, stage, 16
-        )
-        mistakes["forget the fp32 master copy of the parameters (8 bytes of AdamW state, not 12)"] = (
-            _zero_memory(psi, n, stage, 8)
-        )
-    else:
-        mistakes[
-            f"count AdamW's 12 bytes a parameter of optimizer state for {optimizer!r}, which keeps less"
-        ] = _zero_memory(psi, n, stage, 12)
-        mistakes[
-            f"forget the fp32 master copy of the parameters: {optimizer!r} in mixed precision still "
-            "updates an fp32 copy, or small updates are lost in bf16"
-        ] = _zero_memory(psi, n, stage, k - 4)
-        if optimizer == "sgd_momentum":
-            mistakes["keep the momentum in bf16: it accumulates small updates, as the master copy does"] = (
-                _zero_memory(psi, n, stage, 4 + 2)
-            )
-    return mistakes
-
-
-def check_zero_memory(
-    zero_memory: Callable, cases: Sequence[tuple[float, int, int] | tuple[float, int, int, str]]
-) -> None:
-    """Check ``zero_memory(psi, n, stage, optimizer)`` on each case, naming the typical mistakes
-    (a case of three calls it without ``optimizer``, which is AdamW), and that a stage other than
-    0-3, fewer than one device, or an optimizer it does not know is refused with a ValueError."""
-    __tracebackhide__ = True
-    for psi, n, stage, *rest in cases:
-        optimizer = rest[0] if rest else "adamw"
-        what = f"zero_memory(psi={psi:g}, n={n}, stage={stage}" + (
-            f", optimizer={optimizer!r})" if rest else ")"
-        )
-        try:
-            answer = zero_memory(psi, n, stage, *rest)
-        except TypeError as err:
-            if rest and "argument" in str(err):
-                fail(
-                    f"{what} raised TypeError: {err}. zero_memory takes the optimizer as its fourth argument."
-                )
-            raise
-        expect_close(
-            answer,
-            zero_memory_reference(psi, n, stage, optimizer),
-            what,
-            rel=1e-6,
-            mistakes=_zero_memory_mistakes(psi, n, stage, optimizer),
-        )
-    refused = {
-        (1e9, 8, 4): "there is no stage 4",
-        (1e9, 8, -1): "there is no stage -1",
-        (1e9, 0, 1): "no devices hold nothing",
-        (1e9, -8, 1): "a negative number of devices is no number of devices",
-        (1e9, -1, 3): "a negative number of devices is no number of devices",
-        (1e9, 8, 3, "lion"): "the optimizer 'lion' is none of 'adamw', 'sgd_momentum' and 'sgd'",
-        (1e9, 8, 0, "adam"): "the optimizer 'adam' is none of 'adamw', 'sgd_momentum' and 'sgd'",
-    }
-    for bad, why in refused.items():
-        try:
-            zero_memory(*bad)
-        except ValueError:
-            continue
-        except Exception as err:  # noqa: BLE001 - any other error is the wrong kind
-            fail(f"zero_memory{bad} raised {type(err).__name__}: {err}; expected a ValueError ({why}).")
-        fail(f"zero_memory{bad} returned without complaint; expected a ValueError: {why}.")
-
-
-# -- exercise: the pieces of a flat shard -----------------------------------------------------------
-
-
-def check_shard_pieces(shard_pieces: Callable, cases: Sequence[tuple[Sequence[int], int]]) -> None:
-    """Check ``shard_pieces(numels, world_size, rank)`` for every rank of each case, exactly, and
-    that a rank outside the world is refused with a ValueError."""
-    __tracebackhide__ = True
-    for numels, world_size in cases:
-        total = sum(numels)
-        for rank in range(world_size):
-            what = f"shard_pieces({list(numels)}, world_size={world_size}, rank={rank})"
-            expected = flat_pieces_reference(numels, world_size, rank)
-            mistakes = {
-                "round the shard size down (the last elements then belong to no rank)": _pieces_with_shard(
-                    numels, world_size, rank, total // world_size
-                ),
-                "give the pieces' offsets in the whole flat buffer, not in the parameter and the shard": [
-                    expected[0],
-                    [(i, a + sum(numels[:i]), b + rank * expected[0], n) for i, a, b, n in expected[1]],
-                ],
-                "pad each parameter on its own": _pieces_padded_each(numels, world_size, rank),
-            }
-            expect_equal(
-                _plain(shard_pieces(list(numels), world_size, rank)), list(expected), what, mistakes=mistakes
-            )
-    numels, world_size = cases[0]
-    for rank in (world_size, -1):
-        try:
-            shard_pieces(list(numels), world_size, rank)
-        except ValueError:
-            continue
-        except Exception as err:  # noqa: BLE001 - any other error is the wrong kind
-            fail(
-                f"shard_pieces(..., world_size={world_size}, rank={rank}) raised "
-                f"{type(err).__name__}; expected a ValueError."
-            )
-        fail(
-            f"shard_pieces(..., world_size={world_size}, rank={rank}) returned; "
-            "expected a ValueError (no such rank)."
-        )
-
-
-def _plain(answer: Any) -> Any:
-    """The answer as lists (a tuple of tuples is as good as a list of lists)."""
-    if isinstance(answer, tuple) and len(answer) == 2:
-        answer = list(answer)
-    if isinstance(answer, list) and len(answer) == 2 and isinstance(answer[1], (list, tuple)):
-        return [answer[0], [list(p) if isinstance(p, tuple) else p for p in answer[1]]]
-    return answer
-
-
-def _pieces_with_shard(numels: Sequence[int], world_size: int, rank: int, shard: int) -> list:
-    pieces, start = [], 0
-    low, high = rank * shard, (rank + 1) * shard
-    for i, n in enumerate(numels):
-        a, b = max(start, low), min(start + n, high)
-        if a < b:
-            pieces.append([i, a - start, a - low, b - a])
-        start += n
-    return [shard, pieces]
-
-
-def _pieces_padded_each(numels: Sequence[int], world_size: int, rank: int) -> list:
-    pieces, offset = [], 0
-    for i, n in enumerate(numels):
-        size = -(-n // world_size)
-        a, b = rank * size, min((rank + 1) * size, n)
-        if a < b:
-            pieces.append([i, a, offset, b - a])
-        offset += size
-    return [offset, pieces]
-
-
-def flat_pieces_reference(numels: Sequence[int], world_size: int, rank: int) -> tuple[int, list]:
-    """The answer to the flat-shard exercise, for the checks (never shown to students)."""
-    shard, pieces = _pieces_with_shard(numels, world_size, rank, -(-sum(numels) // world_size))
-    return shard, pieces
 
 
 # -- exercises: ZeRO-1 and ZeRO-2 optimizers ---------------------------------------------------------
@@ -257,7 +63,7 @@ def _zero_on_rank(
                     loss.backward()
                 del loss
                 in_backward.append(_volumes(log.summary()))
-                buckets.append(_scattered_sizes(log.summary()))
+                buckets.append([n for name, n in _contributions(log.summary()) if name == "reduce_scatter"])
                 peaks.append((peak.peak, peak.when, sent.most_alive))
             storages.hand_over([*params, *(p.grad for p in params)])
             with storages:
@@ -280,15 +86,6 @@ def _zero_on_rank(
         "peaks": peaks,
         "buckets": buckets,
     }
-
-
-def _scattered_sizes(summary: dict) -> list[int]:
-    """The elements each reduce_scatter was given, in order: the buckets, padded."""
-    return [
-        contributed or sum(numels)
-        for (name, numels), (_, contributed) in zip(summary["calls"], summary["contributed"], strict=True)
-        if name == "reduce_scatter"
-    ]
 
 
 def _adamw_reference(
@@ -400,27 +197,42 @@ def check_zero_optimizer(
                     where, step, stage, volumes, counts, numel, len(shapes), world_size
                 )
             if stage == 2 and world_size > 1:
-                _expect_buckets_in_backward(where, result, shapes, hyper["bucket_numel"], share)
-                _expect_bucket_sizes(where, result["buckets"], shapes, hyper["bucket_numel"], world_size)
+                _expect_buckets_in_backward(where, result, shapes, hyper["bucket_numel"], share, world_size)
 
 
 def _expect_buckets_in_backward(
-    where: str, result: dict, shapes: Sequence[tuple[int, ...]], bucket_numel: int, share: int
+    where: str,
+    result: dict,
+    shapes: Sequence[tuple[int, ...]],
+    bucket_numel: int,
+    share: int,
+    world_size: int,
 ) -> None:
-    """Stage 2: every gradient reduce_scattered before backward returned, and at no moment of
-    backward more than this rank's shard and a few buckets alive (the whole gradient is more)."""
+    """Stage 2: every gradient reduce_scattered before backward returned, no bucket larger than
+    ``bucket_numel`` elements unless it holds one larger parameter alone (padded to a multiple of
+    the world size either way), and at no moment of backward more than this rank's shard and a few
+    buckets alive (the whole gradient is more)."""
     __tracebackhide__ = True
     numel = sum(math.prod(s) for s in shapes)
     largest = max(math.prod(s) for s in shapes)
     bucket = max(bucket_numel, largest)
+    padded = -(-bucket // world_size) * world_size
     # The bucket being filled, the gradient arriving, a copy made to pad or send it, and one more
     # that Gloo may hold a moment after sending it; this rank's shard of every bucket.
     allowed = 4 * (share + len(shapes) + 3 * bucket + largest) + 1024
     if numel >= 8 * bucket:  # many buckets large: in any case less than the whole gradient
         allowed = min(allowed, 4 * numel - 1)
-    for step, (scattered, (peak, when, kept_sent)) in enumerate(
-        zip(result["in_backward"], result["peaks"], strict=True), 1
+    for step, (scattered, (peak, when, kept_sent), sizes) in enumerate(
+        zip(result["in_backward"], result["peaks"], result["buckets"], strict=True), 1
     ):
+        over = [size for size in sizes if size > padded]
+        if over:
+            fail(
+                f"{where}: in step {step}, a reduce_scatter was given {over[0]} elements; buckets hold at "
+                f"most bucket_numel={bucket_numel} (padded to {padded}), a larger parameter alone. Send a "
+                "bucket before the next gradient would take it over bucket_numel, not once it has gone "
+                "over: the bucket size is what bounds backward's memory."
+            )
         sent = scattered.get("reduce_scatter", 0)
         if sent < numel:
             fail(
@@ -441,29 +253,6 @@ def _expect_buckets_in_backward(
                 f"{bucket_numel} elements and this rank's shard need no more than about {allowed}. Copy each "
                 "gradient into its bucket and drop it (p.grad = None), reduce_scatter each bucket when it is "
                 "full, and keep no bucket once it is sent: only its shard."
-            )
-
-
-def _expect_bucket_sizes(
-    where: str,
-    buckets: list[list[int]],
-    shapes: Sequence[tuple[int, ...]],
-    bucket_numel: int,
-    world_size: int,
-) -> None:
-    """No bucket larger than ``bucket_numel`` elements, unless it holds one larger parameter alone
-    (padded to a multiple of the world size either way)."""
-    __tracebackhide__ = True
-    largest = max(math.prod(s) for s in shapes)
-    bound = -(-max(bucket_numel, largest) // world_size) * world_size
-    for step, sizes in enumerate(buckets, 1):
-        over = [size for size in sizes if size > bound]
-        if over:
-            fail(
-                f"{where}: in step {step}, a reduce_scatter was given {over[0]} elements; buckets hold at "
-                f"most bucket_numel={bucket_numel} (padded to {bound}), a larger parameter alone. Send a "
-                "bucket before the next gradient would take it over bucket_numel, not once it has gone "
-                "over: the bucket size is what bounds backward's memory."
             )
 
 
