@@ -49,7 +49,7 @@ def tp_slices(full: list[torch.Tensor], index: int, size: int) -> list[torch.Ten
     return [up_w[rows], up_b[rows], down_w[:, rows], down_b]
 
 
-LAYERS = 4  # the deep MLP's blocks: pipeline sizes 1, 2 and 4 split them evenly
+LAYERS = 4  # the deep MLP's blocks: 1, 2 and 4 stages split them evenly, 3 stages 1, 1 and 2
 
 
 def make_deep_model(seed: int = 0) -> nn.Sequential:

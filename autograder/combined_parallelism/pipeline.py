@@ -105,7 +105,10 @@ def check_pp_dp(
             timeout=40,
             diagnoses={"mismatched collectives": mixed_stages},
         )
-        per_stage = 2 * LAYERS // pp  # a weight and a bias per layer
+
+        def own(stage: int, params: list, pp: int = pp) -> list:  # a weight and a bias a layer
+            return params[2 * (stage * LAYERS // pp) : 2 * ((stage + 1) * LAYERS // pp)]
+
         misplaced = ""
         for rank, (*_, trained) in enumerate(results):
             replica, stage = divmod(rank, pp)
@@ -141,16 +144,16 @@ def check_pp_dp(
                         "are averaged with the same stage's in the other replicas, ranks "
                         f"{list(dp_group)}."
                     )
-            expected = full[stage * per_stage : (stage + 1) * per_stage]
-            averaged_over_world = world_average[stage * per_stage : (stage + 1) * per_stage]
+            expected = own(stage, full)
+            averaged_over_world = own(stage, world_average)
             mistakes = {
                 "the gradients were averaged over the world size, not over the replicas": averaged_over_world
             }
             for other in range(pp):
                 if other != stage:
-                    mistakes[f"rank {rank} trained the layers of stage {other}; its stage is {stage}"] = full[
-                        other * per_stage : (other + 1) * per_stage
-                    ]
+                    mistakes[f"rank {rank} trained the layers of stage {other}; its stage is {stage}"] = own(
+                        other, full
+                    )
             if misplaced:
                 fail(misplaced)
             mistake = _params_mistake(f"{what}, rank {rank}", params, expected, mistakes)

@@ -1,11 +1,11 @@
-"""Picks the candidate that needs the least memory, not the fastest that fits.
+"""Picks the layout that needs the least memory instead of the fastest that fits.
 
 replaces: best
 fails: test_best
-says: It needs the least memory of those that fit
+says: not the fastest that does
 """
 
 
-def best_config(model, cluster, candidates, memory, time):
-    fitting = [c for c in candidates if memory(model, cluster, c) <= cluster.hbm]
-    return min(fitting, key=lambda c: memory(model, cluster, c), default=None)
+def best_config(candidates, predict):
+    fitting = [c for c in candidates if predict(c)["memory_bytes"] <= c["hbm"]]
+    return min(fitting, key=lambda c: predict(c)["memory_bytes"], default=None)
