@@ -10,7 +10,7 @@ from collections.abc import Callable
 import matplotlib.pyplot as plt
 from matplotlib.figure import Figure
 
-from autograder.combined_parallelism.layouts import CLUSTERS, MODELS, spec
+from autograder.combined_parallelism.layouts import CLUSTERS, MODELS, layout_grid
 
 from .redraw import on_move, redraw
 
@@ -25,36 +25,6 @@ TIME_COLOURS = {
     "dp": "tab:red",
     "optimizer": "tab:cyan",
 }
-
-
-def layouts(
-    model: dict, cluster: dict, gpus: int, batch: int, zero: int, recompute: str, accumulation: str = "fp32"
-) -> list[dict]:
-    """Every tp (a power of two up to 16, dividing the heads) and pp (a power of two up to 64, at
-    most the layers) with dp = the rest, where dp divides the global batch of ``batch`` sequences;
-    micro-batches of one sequence, sequence parallelism with TP."""
-    found = []
-    for tp in (1, 2, 4, 8, 16):
-        for pp in (1, 2, 4, 8, 16, 32, 64):
-            if gpus % (tp * pp) or pp > model["layers"] or model["heads"] % tp:
-                continue
-            dp = gpus // (tp * pp)
-            if batch % dp:
-                continue
-            found.append(
-                spec(
-                    model,
-                    cluster,
-                    dp=dp,
-                    tp=tp,
-                    pp=pp,
-                    zero=zero,
-                    global_batch=batch,
-                    recompute=recompute,
-                    sequence_parallel=tp > 1,
-                )  # fmt: skip
-            )
-    return found
 
 
 def _stacked(ax, rows: range, parts: list[dict], colours: dict, scale: float) -> None:
@@ -119,8 +89,15 @@ def layout_explorer(predict: Callable):
 
     def update(*_: object) -> None:
         chosen, where = MODELS[model.value], CLUSTERS[cluster.value]
-        specs = layouts(
-            chosen, where, gpus.value, batch.value, zero.value, recompute.value, accumulation.value
+        specs = layout_grid(
+            chosen,
+            where,
+            gpus.value,
+            batch.value,
+            (1, 2, 4, 8, 16, 32, 64),
+            zero=zero.value,
+            recompute=recompute.value,
+            grad_accumulation=accumulation.value,
         )
         title = f"{model.value} on {gpus.value} GPUs of {cluster.value}, {batch.value} sequences a step"
         redraw(output, lambda: plot_layouts(predict, specs, title))

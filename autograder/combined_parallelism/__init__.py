@@ -9,8 +9,8 @@
   DeviceMesh, `fully_shard` and `parallelize_module` (`check_torch_2d`).
 - `layouts`, `published`: the models, clusters and published runs the planner takes, as dicts.
 - `planner`: the course's reference planner, ``predict(spec)``; `planning`: the checks of the
-  planner's pieces (`check_states`, `check_group_bandwidth`, `check_fit_efficiency`, `check_mfu`,
-  `check_best`).
+  planner's pieces (`check_states`, `check_group_bandwidth`, `check_exposed`, `check_fit_efficiency`,
+  `check_mfu`, `check_best`).
 """
 
 import launcher
@@ -21,7 +21,14 @@ from .mesh import check_mesh_layout, mesh_cases
 from .model import DIM, HIDDEN, LAYERS, make_data, make_deep_model, make_model, mse
 from .pipeline import check_pp_dp
 from .planner import predict
-from .planning import check_best, check_fit_efficiency, check_group_bandwidth, check_mfu, check_states
+from .planning import (
+    check_best,
+    check_exposed,
+    check_fit_efficiency,
+    check_group_bandwidth,
+    check_mfu,
+    check_states,
+)
 from .published import A100_CLUSTER, H100_CLUSTER, LLAMA3_405B, llama3_runs, megatron_runs
 from .training import check_dp_tp, check_torch_2d
 
@@ -42,6 +49,7 @@ __all__ = [
     "GroupLog",
     "check_best",
     "check_dp_tp",
+    "check_exposed",
     "check_fit_efficiency",
     "check_group_bandwidth",
     "check_mesh_layout",

@@ -39,3 +39,36 @@ def spec(model: dict, cluster: dict, **layout: object) -> dict:
     must be given; cp 1, ZeRO 0, micro-batches of 1, no recomputation, no sequence parallelism and
     no interleaving unless said."""
     return {**model, **cluster, **LAYOUT_DEFAULTS, **layout}
+
+
+def layout_grid(
+    model: dict,
+    cluster: dict,
+    gpus: int,
+    global_batch: int,
+    pipeline_sizes: tuple[int, ...],
+    **layout: object,
+) -> list[dict]:
+    """Every layout of ``gpus`` GPUs as tp x pp x dp: tp a power of two up to 16 that divides the
+    heads, pp one of ``pipeline_sizes`` no larger than the layers, dp the rest, dividing the global
+    batch; sequence parallelism wherever there is TP, and ``layout``'s other keys."""
+    found = []
+    for tp in (1, 2, 4, 8, 16):
+        for pp in pipeline_sizes:
+            if gpus % (tp * pp) or pp > model["layers"] or model["heads"] % tp:
+                continue
+            dp = gpus // (tp * pp)
+            if global_batch % dp == 0:
+                found.append(
+                    spec(
+                        model,
+                        cluster,
+                        dp=dp,
+                        tp=tp,
+                        pp=pp,
+                        global_batch=global_batch,
+                        sequence_parallel=tp > 1,
+                        **layout,
+                    )  # fmt: skip
+                )
+    return found

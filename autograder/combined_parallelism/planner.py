@@ -146,6 +146,15 @@ def stage_layers(s: dict) -> list[int]:
     return counts
 
 
+def tokens(s: dict) -> int:
+    """Tokens of one micro-batch on one GPU: its sequences, each split over the CP ranks."""
+    return s["seq"] // s["cp"] * s["micro_batch"]
+
+
+def gpus(s: dict) -> int:
+    return s["dp"] * s["tp"] * s["pp"] * s["cp"]
+
+
 def stage_params(s: dict, stage: int) -> float:
     """The parameters one GPU of ``stage`` holds: its layers and end layers, split over TP."""
     count = stage_layers(s)[stage] * layer_params(s)
@@ -155,6 +164,11 @@ def stage_params(s: dict, stage: int) -> float:
     if stage == s["pp"] - 1 and not (s["tied_embeddings"] and s["pp"] == 1):
         count += embedding
     return count / s["tp"]
+
+
+def busiest_params(s: dict) -> float:
+    """The parameters one GPU of the stage holding the most keeps."""
+    return max(stage_params(s, stage) for stage in range(s["pp"]))
 
 
 # --- memory ------------------------------------------------------------------------------------
@@ -191,7 +205,7 @@ def layer_activation_bytes(s: dict, recompute: str | None = None) -> float:
     recomputation keeps the layer's input, 2 s b h; selective, everything but the scores."""
     recompute = s["recompute"] if recompute is None else recompute
     t, sp = s["tp"], s["sequence_parallel"]
-    sbh = s["seq"] // s["cp"] * s["micro_batch"] * s["hidden"]
+    sbh = tokens(s) * s["hidden"]
     if recompute == "full":
         return 2 * sbh / (t if sp else 1)
     kept = (10 / t if sp else 10) + split_activation(s) / t
@@ -224,7 +238,7 @@ def memory_parts(s: dict) -> dict[str, float]:
         if s["zero"] == 3 and s["grad_accumulation"] == "bf16":
             extra += 2 * 2 * layer_params(s) / s["tp"]  # the unit in use and the one prefetched
         if stage == s["pp"] - 1:  # fp32 logits and their gradient, over the TP shards of the vocabulary
-            extra += 2 * 4 * s["seq"] // s["cp"] * s["micro_batch"] * s["vocab"] / s["tp"]
+            extra += 2 * 4 * tokens(s) * s["vocab"] / s["tp"]
         parts.append(
             {
                 "states": state_bytes(psi, s["dp"], s["zero"], s["grad_accumulation"]),
@@ -242,11 +256,12 @@ def micro_batches(s: dict) -> int:
     return s["global_batch"] // (s["dp"] * s["micro_batch"])
 
 
-def group_bandwidth(s: dict, axis: str) -> float:
-    """Bytes/s one way per GPU that a ring over ``axis``'s group reaches, before efficiency: NVLink
-    when the group fits in a node; across nodes, NCCL runs one ring per NIC (03, 04), so a group with
-    k members in each node drives k NICs, never faster than NVLink."""
-    stride = math.prod(s[a] for a in ORDER[: ORDER.index(axis)])
+def group_bandwidth(s: dict, axis: str, order: tuple[str, ...] = ORDER) -> float:
+    """Bytes/s one way per GPU that a ring over ``axis``'s group reaches, before efficiency, with
+    ranks laid out in ``order`` (innermost first): NVLink when the group fits in a node; across nodes,
+    NCCL runs one ring per NIC (03, 04), so a group with k members in each node drives k NICs, never
+    faster than NVLink."""
+    stride = math.prod(s[a] for a in order[: order.index(axis)])
     span = stride * s[axis]
     if span <= s["gpus_per_node"]:
         return s["nvlink"]
@@ -256,7 +271,7 @@ def group_bandwidth(s: dict, axis: str) -> float:
 
 def activation_bytes(s: dict) -> float:
     """One micro-batch's hidden states on one CP rank, bf16: 2 (s / cp) b h bytes."""
-    return 2 * s["seq"] // s["cp"] * s["micro_batch"] * s["hidden"]
+    return 2 * tokens(s) * s["hidden"]
 
 
 def tp_bytes_per_layer(s: dict) -> float:
@@ -284,55 +299,65 @@ def pp_message_bytes(s: dict) -> float:
 
 
 def dp_bytes(s: dict) -> dict[str, float]:
-    """Bytes one GPU sends per step over its DP group: ``"step"``, reductions and gathers paid once a
-    step; ``"micro_batch"``, those paid on every micro-batch (all m of them included)."""
+    """Bytes one GPU sends per step over its DP group: ``"reduce"``, the gradients' reduction once a
+    step (an all_reduce, or with ZeRO a reduce_scatter); ``"gather"``, ZeRO's all_gather of the
+    bf16 parameters once a step; ``"micro_batch"``, what is paid on every micro-batch (all m)."""
     d, m, zero = s["dp"], micro_batches(s), s["zero"]
-    psi = max(stage_params(s, stage) for stage in range(s["pp"]))
+    psi = busiest_params(s)
     ring = (d - 1) / d
-    if s["grad_accumulation"] == "fp32":  # fp32 gradients once; ZeRO then gathers bf16 parameters
-        step = 2 * ring * 4 * psi if zero == 0 else ring * (4 + 2) * psi
-        return {"step": step, "micro_batch": 0.0}
-    if zero <= 1:  # bf16 gradients summed locally, reduced at the last micro-batch
-        return {"step": 2 * ring * 2 * psi, "micro_batch": 0.0}
-    if zero == 2:  # a reduce_scatter every micro-batch, an all_gather of the parameters once
-        return {"step": ring * 2 * psi, "micro_batch": m * ring * 2 * psi}
-    return {"step": 0.0, "micro_batch": m * 3 * ring * 2 * psi}  # two all_gathers, a reduce_scatter
+    gradient = 4 if s["grad_accumulation"] == "fp32" else 2
+    gather = ring * 2 * psi if zero >= 1 else 0.0
+    if s["grad_accumulation"] == "fp32" or zero <= 1:  # summed over the micro-batches, reduced once
+        reduce = (2 if zero == 0 else 1) * ring * gradient * psi
+        return {"reduce": reduce, "gather": gather, "micro_batch": 0.0}
+    if zero == 2:  # a reduce_scatter every micro-batch
+        return {"reduce": 0.0, "gather": gather, "micro_batch": m * ring * 2 * psi}
+    return {
+        "reduce": 0.0,
+        "gather": 0.0,
+        "micro_batch": m * 3 * ring * 2 * psi,
+    }  # two all_gathers, a reduce_scatter
 
 
 def bytes_per_step(spec: dict) -> dict[str, float]:
     """Bytes one GPU of the busiest stage sends in a step, by axis."""
     s = read_spec(spec)
-    m, v = micro_batches(s), s["virtual_stages"]
-    layers = max(stage_layers(s))
-    dp = dp_bytes(s) if s["dp"] > 1 else {"step": 0.0, "micro_batch": 0.0}
+    m, layers = micro_batches(s), max(stage_layers(s))
     return {
         "tp": m * layers * tp_bytes_per_layer(s) if s["tp"] > 1 else 0.0,
         "cp": m * layers * cp_bytes_per_layer(s) if s["cp"] > 1 else 0.0,
-        "pp": 2 * v * m * pp_message_bytes(s) if s["pp"] > 1 else 0.0,
-        "dp": dp["step"] + dp["micro_batch"],
+        "pp": pp_bytes(s),
+        "dp": sum(dp_bytes(s).values()) if s["dp"] > 1 else 0.0,
     }
+
+
+def pp_bytes(s: dict) -> float:
+    """Each micro-batch crosses each of a GPU's v chunk boundaries, forward and back."""
+    return 2 * s["virtual_stages"] * micro_batches(s) * pp_message_bytes(s) if s["pp"] > 1 else 0.0
 
 
 # --- time --------------------------------------------------------------------------------------
 
 
+def attention_flops(s: dict) -> float:
+    """FLOPs of one layer's QK^T and PV forward, for one micro-batch on one GPU: 4 s h a token, half
+    of it under a causal mask when FlashAttention skips the masked blocks (without it, the whole
+    square is computed)."""
+    return tokens(s) * 4 * s["seq"] * s["hidden"] * (0.5 if s["flash_attention"] else 1.0) / s["tp"]
+
+
 def layer_flops(s: dict) -> float:
     """FLOPs of one layer's forward for one micro-batch on one GPU: 2 per parameter per token, and
-    attention's QK^T and PV, 4 s h a token, half of it under a causal mask when FlashAttention skips
-    the masked blocks (without it, the whole square is computed)."""
-    tokens = s["seq"] // s["cp"] * s["micro_batch"]
-    attention = 4 * s["seq"] * s["hidden"] * (0.5 if s["flash_attention"] else 1.0)
-    return tokens * (2 * layer_params(s) + attention) / s["tp"]
+    attention's."""
+    return tokens(s) * 2 * layer_params(s) / s["tp"] + attention_flops(s)
 
 
 def micro_batch_parts(s: dict) -> dict[str, float]:
     """Seconds one micro-batch's forward and backward take on the slowest stage (all its chunks)."""
     peak = s["efficiency"] * s["peak_flops"]
     passes = 3 + (1 if s["recompute"] == "full" else 0)  # backward is twice the forward
-    tokens = s["seq"] // s["cp"] * s["micro_batch"]
-    attention = tokens * 4 * s["seq"] * s["hidden"] * (0.5 if s["flash_attention"] else 1.0) / s["tp"]
-    layer = passes * layer_flops(s) + (attention if s["recompute"] == "selective" else 0.0)
-    logits = 3 * tokens * 2 * s["vocab"] * s["hidden"] / s["tp"]
+    layer = passes * layer_flops(s) + (attention_flops(s) if s["recompute"] == "selective" else 0.0)
+    logits = 3 * tokens(s) * 2 * s["vocab"] * s["hidden"] / s["tp"]
     traffic = s["memory_passes"] * passes / 3 * layer_activation_bytes(s, "none") / s["hbm_bandwidth"]
     counts = stage_layers(s)
     # the last stage also runs the output layer; the slowest stage sets the pace
@@ -360,34 +385,43 @@ def time_parts(spec: dict) -> dict[str, float]:
     one = sum(mb.values())
     parts = {key: m * value for key, value in mb.items()}
     parts["bubble"] = (p - 1) / v * one
-    parts["pp"] = 0.0
-    if p > 1:
-        parts["pp"] = 2 * v * m * pp_message_bytes(s) / (s["link_efficiency"] * group_bandwidth(s, "pp"))
+    parts["pp"] = pp_bytes(s) / (s["link_efficiency"] * group_bandwidth(s, "pp"))
     parts["dp"] = 0.0
     if s["dp"] > 1:
         parts["dp"] = dp_exposed(s, mb, s["link_efficiency"] * group_bandwidth(s, "dp"))
-    psi = max(stage_params(s, stage) for stage in range(p)) / (s["dp"] if s["zero"] >= 1 else 1)
+    psi = busiest_params(s) / (s["dp"] if s["zero"] >= 1 else 1)
     parts["optimizer"] = 32 * psi / s["hbm_bandwidth"]  # reads and writes of AdamW's 16 bytes a parameter
     return parts
 
 
 def dp_exposed(s: dict, mb: dict[str, float], bandwidth: float) -> float:
-    """What DP adds to the step. A reduction once a step starts as the first stage's last backward
-    produces gradients and hides under it (04); ZeRO's gather of updated parameters hides under the
-    first forward; per-micro-batch collectives (FSDP) are prefetched under that micro-batch's work."""
+    """What DP adds to the step, its bytes at ``bandwidth`` against the first stage's micro-batch."""
     sent = dp_bytes(s)
     forward = sum(mb.values()) / 3
-    backward = 2 * forward
-    m = micro_batches(s)
-    exposed = 0.0
-    if sent["step"]:
-        gather = 2 * (s["dp"] - 1) / s["dp"] * max(stage_params(s, i) for i in range(s["pp"]))
-        gather = gather if s["zero"] >= 1 else 0.0
-        reduce = sent["step"] - gather
-        exposed += max(0.0, reduce / bandwidth - backward) + max(0.0, gather / bandwidth - forward)
-    if sent["micro_batch"]:
-        exposed += m * max(0.0, sent["micro_batch"] / m / bandwidth - (forward + backward))
-    return exposed
+    return exposed_seconds(
+        sent["reduce"] / bandwidth,
+        sent["gather"] / bandwidth,
+        sent["micro_batch"] / bandwidth,
+        forward,
+        2 * forward,
+        micro_batches(s),
+    )
+
+
+def exposed_seconds(
+    reduce: float, gather: float, per_micro_batch: float, forward: float, backward: float, micro_batches: int
+) -> float:
+    """Seconds DP's communication adds to a step. ``reduce``, the gradients' reduction once a step,
+    starts as the first stage's last backward makes gradients and hides under it (04's buckets);
+    ``gather``, ZeRO's all_gather of the updated parameters, is what the next first forward needs and
+    is prefetched under it (07); ``per_micro_batch``, the m micro-batches' collectives together (FSDP),
+    each micro-batch's share prefetched under that micro-batch's forward and backward. ``forward`` and
+    ``backward``: one micro-batch's, on the first stage. What is shorter than its cover adds nothing."""
+    return (
+        max(0.0, reduce - backward)
+        + max(0.0, gather - forward)
+        + micro_batches * max(0.0, per_micro_batch / micro_batches - (forward + backward))
+    )
 
 
 def model_flops(s: dict) -> float:
@@ -406,12 +440,11 @@ def predict(spec: dict) -> dict:
     s = read_spec(spec)
     time, memory = time_parts(s), memory_parts(s)
     seconds, nbytes = sum(time.values()), sum(memory.values())
-    gpus = s["dp"] * s["tp"] * s["pp"] * s["cp"]
     return {
         "step_seconds": seconds,
         "memory_bytes": nbytes,
         "fits": nbytes <= s["hbm"],
-        "mfu": model_flops(s) / (gpus * s["peak_flops"] * seconds),
+        "mfu": model_flops(s) / (gpus(s) * s["peak_flops"] * seconds),
         "micro_batches": micro_batches(s),
         "params": params(s),
         "time": time,

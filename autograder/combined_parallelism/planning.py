@@ -1,8 +1,9 @@
 """Notebook 08's checks of the planner's pieces, each against the reference (``planner``) on cases
 chosen so that each typical mistake changes the answer, and named when it is made: the states a GPU
-keeps (``check_states``), the bandwidth a group's ring reaches (``check_group_bandwidth``), the
-efficiency fitted on published runs (``check_fit_efficiency``), the MFU of a step (``check_mfu``)
-and the fastest layout that fits (``check_best``)."""
+keeps (``check_states``), the bandwidth a group's ring reaches (``check_group_bandwidth``), what
+DP's communication leaves exposed (``check_exposed``), the efficiency fitted on published runs
+(``check_fit_efficiency``), the MFU of a step (``check_mfu``) and the fastest layout that fits
+(``check_best``)."""
 
 from __future__ import annotations
 
@@ -11,7 +12,7 @@ from collections.abc import Callable
 
 from ..checks import fail, plain_number
 from . import planner
-from .layouts import CLUSTERS, GPT_13B, LLAMA_70B, MEGATRON_1T, spec
+from .layouts import CLUSTERS, GPT_13B, LLAMA_70B, MEGATRON_1T, layout_grid, spec
 from .published import A100_CLUSTER, H100_CLUSTER, LLAMA3_405B
 
 
@@ -126,21 +127,17 @@ def _bandwidth_cases(hidden: bool) -> list[tuple[dict, str]]:
 
 def _bandwidth_mistakes(s: dict, axis: str) -> dict[str, float]:
     stride = math.prod(s[a] for a in planner.ORDER[: planner.ORDER.index(axis)])
-    k = max(1, s["gpus_per_node"] // stride)
     megatron = ("tp", "cp", "dp", "pp")  # DP inside PP: Megatron-LM's order, not this notebook's
-    m_stride = math.prod(s[a] for a in megatron[: megatron.index(axis)])
-    m_span = m_stride * s[axis]
-    m_bw = (
-        s["nvlink"]
-        if m_span <= s["gpus_per_node"]
-        else min(s["nvlink"], max(1, s["gpus_per_node"] // m_stride) * s["network"])
-    )
     return {
-        "the ranks are laid out as in section 1, TP innermost, then CP, then PP, then DP": m_bw,
+        "the ranks are laid out as in section 1, TP innermost, then CP, then PP, then DP": (
+            planner.group_bandwidth(s, axis, megatron)
+        ),
         "a ring that leaves the node runs one ring per NIC: a group with k members in each node drives k "
         "of them (03's eight rings), not one": s["network"],
         "a group wider than a node crosses the network": s["nvlink"],
-        "k NICs can carry no more than the group's NVLink legs carry: cap at NVLink": k * s["network"],
+        "k NICs can carry no more than the group's NVLink legs carry: cap at NVLink": (
+            max(1, s["gpus_per_node"] // stride) * s["network"]
+        ),
     }
 
 
@@ -160,7 +157,58 @@ def check_group_bandwidth(fn: Callable, hidden: bool = False) -> None:
         _named(got, expected, _bandwidth_mistakes(s, axis), message)
 
 
-# --- exercise 7: fitting the efficiency ----------------------------------------------------------
+# --- exercise 7: what DP leaves exposed ----------------------------------------------------------
+
+# (reduce, gather, per_micro_batch, forward, backward, micro_batches), in seconds
+_EXPOSED_CASES = [
+    (0.9, 0.0, 0.0, 0.2, 0.4, 8),  # DDP's reduction, longer than the last backward
+    (0.3, 0.25, 0.0, 0.1, 0.15, 16),  # ZeRO-1: a reduce_scatter and a gather, each longer than its cover
+    (0.0, 0.0, 12.0, 0.3, 0.6, 8),  # FSDP every micro-batch: 1.5 s a micro-batch against 0.9
+    (0.5, 0.15, 0.0, 0.2, 0.4, 4),  # the reduction outlasts the backward, the gather hides
+    (0.05, 0.01, 2.0, 0.1, 0.2, 16),  # everything hides
+    (0.0, 0.4, 3.0, 0.25, 0.5, 3),  # ZeRO-2: a reduce_scatter every micro-batch, a gather once
+    (1.2, 0.0, 0.0, 0.5, 1.0, 1),  # one micro-batch
+]
+
+
+def _exposed_mistakes(reduce, gather, per_mb, forward, backward, m) -> dict[str, float]:  # noqa: ANN001
+    whole = forward + backward
+    return {
+        "the reduction starts only as the last backward makes gradients: it can hide under that backward, "
+        "not under the forward before it": max(0.0, reduce - whole)
+        + max(0.0, gather - forward)
+        + m * max(0.0, per_mb / m - whole),
+        "the next step's first forward needs the gathered parameters: the gather hides under that forward, "
+        "not under a backward": max(0.0, reduce - backward)
+        + max(0.0, gather - backward)
+        + m * max(0.0, per_mb / m - whole),
+        "each micro-batch's collectives are prefetched under that micro-batch's work, not all of them under "
+        "one micro-batch's": max(0.0, reduce - backward)
+        + max(0.0, gather - forward)
+        + max(0.0, per_mb - whole),
+        "communication shorter than the work it hides under adds nothing; it takes nothing away either": (
+            reduce - backward + gather - forward + per_mb - m * whole
+        ),
+        "count only what sticks out: communication that hides under compute adds no time": reduce
+        + gather
+        + per_mb,
+    }
+
+
+def check_exposed(fn: Callable, hidden: bool = False) -> None:
+    """``fn(reduce, gather, per_micro_batch, forward, backward, micro_batches)``: the seconds DP adds."""
+    __tracebackhide__ = True
+    for case in _EXPOSED_CASES[slice(None) if hidden else slice(2)]:
+        call = "exposed_dp({}, {}, {}, forward={}, backward={}, m={})".format(*case)
+        got = _number(fn(*case), call)
+        expected = planner.exposed_seconds(*case)
+        if _close(got, expected):
+            continue
+        message = f"{call} = {got:.6g} s" + ("" if hidden else f", expected {expected:.6g} s")
+        _named(got, expected, _exposed_mistakes(*case), message)
+
+
+# --- exercise 8: fitting the efficiency ----------------------------------------------------------
 
 
 def reference_fit(runs: list[dict]) -> float:
@@ -213,7 +261,7 @@ def check_fit_efficiency(fn: Callable) -> None:
             _named(got, expected, _fit_mistakes(runs), f"fit_efficiency({what}) = {got:.6g}")
 
 
-# --- exercise 8: MFU -----------------------------------------------------------------------------
+# --- exercise 9: MFU -----------------------------------------------------------------------------
 
 
 def _mfu_cases() -> list[dict]:
@@ -244,23 +292,23 @@ def _mfu_cases() -> list[dict]:
 
 
 def _mfu_mistakes(s: dict, seconds: float) -> dict[str, float]:
-    gpus = s["dp"] * s["tp"] * s["pp"] * s["cp"]
-    capacity = gpus * s["peak_flops"] * seconds
-    tokens = s["global_batch"] * s["seq"]
-    blocks = s["layers"] * planner.layer_params(planner.read_spec(s))
+    full = planner.read_spec(s)
+    capacity = planner.gpus(full) * s["peak_flops"] * seconds
+    right = planner.model_flops(full) / capacity
+    per_token = 1 / capacity * s["global_batch"] * s["seq"]  # FLOPs a token, as a share of capacity
+    blocks = s["layers"] * planner.layer_params(full)
     output, attention = s["vocab"] * s["hidden"], 6 * s["layers"] * s["seq"] * s["hidden"]
-    right = (6 * (blocks + output) + attention) * tokens / capacity
-    recompute = {"full": 2 * (blocks + output) + attention / 3, "selective": attention / 3}.get(
+    recomputed = {"full": 2 * (blocks + output) + attention / 3, "selective": attention / 3}.get(
         s["recompute"], 0
     )
     return {
         "MFU counts the model's FLOPs, not the recomputation's: that is the hardware FLOPs utilisation": right
-        + recompute * tokens / capacity,
+        + recomputed * per_token,
         "the input embedding is a lookup, not a matrix product: it costs no FLOPs": right
-        + 6 * output * tokens / capacity,
+        + 6 * output * per_token,
         "a causal mask leaves half of QK^T and PV to compute: 6 s h a layer a token, not 12": right
-        + attention * tokens / capacity,
-        "attention's QK^T and PV are FLOPs the model needs too": right - attention * tokens / capacity,
+        + attention * per_token,
+        "attention's QK^T and PV are FLOPs the model needs too": right - attention * per_token,
         "count the GPUs of every axis, context parallelism's too": right * s["cp"]
         if s["cp"] > 1
         else math.nan,
@@ -275,9 +323,8 @@ def check_mfu(fn: Callable) -> None:
     for s in _mfu_cases():
         seconds = 1.3 * planner.predict(s)["step_seconds"]  # not the planner's time: the one given
         got = _number(fn(dict(s), seconds), "mfu")
-        expected = planner.model_flops(planner.read_spec(s)) / (
-            s["dp"] * s["tp"] * s["pp"] * s["cp"] * s["peak_flops"] * seconds
-        )
+        full = planner.read_spec(s)
+        expected = planner.model_flops(full) / (planner.gpus(full) * s["peak_flops"] * seconds)
         if _close(got, expected, 1e-4):
             continue
         layout = ", ".join(f"{a} {s[a]}" for a in ("dp", "tp", "pp", "cp")) + f", recompute {s['recompute']}"
@@ -293,30 +340,12 @@ def check_mfu(fn: Callable) -> None:
 
 
 def _candidates(model: dict, cluster: dict, gpus: int, batch: int) -> list[dict]:
-    found = []
-    for tp in (1, 2, 4, 8, 16):
-        for pp in (1, 2, 4, 8):
-            if gpus % (tp * pp) or model["heads"] % tp:
-                continue
-            dp = gpus // (tp * pp)
-            if batch % dp:
-                continue
-            for zero in (0, 1, 3):
-                for recompute in ("none", "full"):
-                    found.append(
-                        spec(
-                            model,
-                            cluster,
-                            dp=dp,
-                            tp=tp,
-                            pp=pp,
-                            zero=zero,
-                            global_batch=batch,
-                            recompute=recompute,
-                            sequence_parallel=tp > 1,
-                        )  # fmt: skip
-                    )
-    return found
+    return [
+        {**layout, "zero": zero, "recompute": recompute}
+        for layout in layout_grid(model, cluster, gpus, batch, (1, 2, 4, 8))
+        for zero in (0, 1, 3)
+        for recompute in ("none", "full")
+    ]
 
 
 def _reference_best(candidates: list[dict]) -> dict | None:

@@ -1,6 +1,5 @@
 """Published training runs, as the planner's specs, with the step time each paper reports or implies.
-
-Data only. Narayanan et al. 2021 (Megatron-LM, arXiv 2104.04473) Table 1 gives TFLOP/s per GPU
+ Narayanan et al. 2021 (Megatron-LM, arXiv 2104.04473) Table 1 gives TFLOP/s per GPU
 counted by its equation 3, which includes the recomputed forward; the micro-batch size and the
 virtual stages are those of the paper's launch script (NVIDIA/Megatron-LM, examples/sc21/
 run_table_1.sh). Llama 3 (arXiv 2407.21783) Table 4 gives TFLOP/s per GPU; it does not state its
@@ -11,6 +10,8 @@ micro-batches of one sequence, and V = ``LLAMA3_VIRTUAL_STAGES``.
 """
 
 from __future__ import annotations
+
+from . import planner
 
 A100_CLUSTER = {  # Selene (Narayanan et al., section 5): DGX A100 80 GB, 8 HDR 200 Gb/s NICs a node
     "gpus_per_node": 8,
@@ -129,11 +130,7 @@ def llama3_runs() -> list[dict]:
     for tp, cp, pp, dp, seq, tflops in rows:
         spec = llama3_spec(tp, cp, pp, dp, seq)
         gpus = tp * cp * pp * dp
-        # the planner's count of model FLOPs, written out: 6 Psi' + 6 L h s a token
-        h, layers = spec["hidden"], spec["layers"]
-        layer = 2 * h * h + 2 * h * (h * spec["kv_heads"] // spec["heads"]) + 3 * h * spec["ffn_hidden"]
-        per_token = 6 * (layers * layer + spec["vocab"] * h) + 6 * layers * seq * h
-        seconds = per_token * 2**24 / (gpus * tflops * 1e12)
+        seconds = planner.model_flops(planner.read_spec(spec)) / (gpus * tflops * 1e12)
         runs.append(
             {
                 "name": f"Llama 3 405B on {gpus:,} H100s, {seq:,} tokens",
