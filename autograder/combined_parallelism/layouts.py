@@ -1,6 +1,7 @@
-"""The models and clusters notebook 08's planner describes, as the dicts its ``spec`` is made of
-(data only: what to compute from them is the notebook's exercise). ``spec(model, cluster, **layout)``
-joins them into one. Sources are in ``published`` and in the notebook."""
+"""The models and clusters notebook 08's planner describes, as the dicts its ``spec`` is made of;
+``spec(model, cluster, **layout)`` joins them into one, and ``layout_grid`` makes every layout of a
+number of GPUs (the explorer's, and the best-layout check's candidates). Sources are in
+``published`` and in the notebook."""
 
 from __future__ import annotations
 
