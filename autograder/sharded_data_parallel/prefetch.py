@@ -26,7 +26,7 @@ _GATHERS = ("all_gather_single", "_allgather_base", "allgather")
 def recording_gathers(events: list) -> Iterator[None]:
     """While active, every all_gather appends ``("gather", index)`` to ``events`` as it starts, and
     returns a handle that appends ``("wait", index)`` when first waited on (a blocking call waits
-    at once)."""
+    at once). Each all_gather has finished when it returns, unknown to the caller."""
     waited: list[bool] = []
     # Taken from the class's own dict: getattr gives the plain function, which, put back, would no
     # longer bind to a group.
@@ -36,6 +36,11 @@ def recording_gathers(events: list) -> Iterator[None]:
     def wrapped(real: Any) -> Any:
         def gather(group: Any, *args: Any, **kwargs: Any) -> Any:
             work = real.__get__(group)(*args, **kwargs)
+            # The gathered weights take their memory when the all_gather starts, whenever Gloo's
+            # worker thread fills it: finishing it now makes the count of whole layers alive
+            # (fsdp's `_LayersAlive`) the same on a busy machine as on an idle one. The caller's
+            # own wait, which the order is checked on, is still noted when it comes.
+            work.wait()
             waited.append(False)
             events.append(("gather", len(waited) - 1))
             nothing: list = []  # the data is the caller's from the start: nothing to deliver on wait
