@@ -7,7 +7,8 @@
 This repository is the instructors' course directory, and a self-learner's full copy: it holds
 the solutions and the hidden tests. The distribution holds only the release notebooks
 (notebooks/, made by ``grading.release``) and the packages they import (launcher/, visuals/,
-and the checks in autograder/), with a README and a Makefile of their own: no solutions/, no
+and the checks in autograder/), the students' pages of docs/, with a README and a Makefile of
+their own: no solutions/, no
 hidden tests, no tests/, none of the instructors' tools. Hand it out as a folder or an archive,
 or commit it to a repository of its own. The command checks what it wrote and refuses to
 write into a folder that is not empty, unless told to with ``--force``.
@@ -25,6 +26,8 @@ from .release import ROOT, assignments
 
 PACKAGES = ["launcher", "visuals", "autograder"]
 FILES = ["pyproject.toml", "environment.yml", ".gitignore"]
+# The pages of docs/ written for students; the others are for instructors and contributors.
+STUDENT_DOCS = ["students.md", "notebooks.md", "launcher.md"]
 # Markers nbgrader leaves only in source notebooks: none may reach a student.
 SECRET_MARKERS = ["BEGIN SOLUTION", "END SOLUTION", "BEGIN HIDDEN TESTS", "END HIDDEN TESTS"]
 
@@ -57,20 +60,32 @@ class DistributionError(Exception):
     """The distribution cannot be built (or was not, as asked); the message says why."""
 
 
+def student_links(text: str, folder: str = "") -> str:
+    """``text`` with its links to docs pages the distribution leaves out made plain text, and those
+    to the pages it holds made relative to ``folder``."""
+
+    def link(match: re.Match) -> str:
+        words, page = match.group(1), match.group(2).rsplit("/", 1)[-1]
+        return f"[{words}]({folder}{page})" if page in STUDENT_DOCS else words
+
+    return re.sub(r"\[([^\]]+)\]\(((?:docs/)?[\w-]+\.md)\)", link, text)
+
+
 def readme(root: Path = ROOT) -> str:
-    """The students' README: the course README's title, what the course is, and its guide for
-    students; not its guides for instructors and developers."""
+    """The students' README: the course README's title and what the course is, then the students'
+    guide (docs/students.md); not the guides for instructors and developers."""
     text = (root / "README.md").read_text()
     sections = re.split(r"(?m)^(?=## )", text)
     title = sections[0].splitlines()[0]
-    keep = [s for s in sections[1:] if s.startswith(("## What this is", "## For students"))]
+    keep = [s for s in sections[1:] if s.startswith("## What this is")]
+    guide = "## For students\n" + (root / "docs" / "students.md").read_text().split("\n", 1)[1]
     setup = (
         "```bash\nmake course   # create .venv, install the course, open the notebooks in JupyterLab\n```\n\n"
         "It needs Python 3.10 or newer (with `venv`) and `make`, and downloads PyTorch the first time.\n"
         "On a Linux machine without a GPU, `make course TORCH_INDEX=https://download.pytorch.org/whl/cpu`\n"
         "installs the much smaller CPU-only build of PyTorch.\n\n"
     )
-    return f"{title}\n\n{setup}" + "".join(keep)
+    return student_links(f"{title}\n\n{setup}" + "".join(keep) + guide, "docs/")
 
 
 def makefile(root: Path = ROOT) -> str:
@@ -115,6 +130,9 @@ def build(destination: Path, root: Path = ROOT, force: bool = False) -> list[Pat
     for name in FILES:
         if (root / name).exists():
             shutil.copy2(root / name, destination / name)
+    (destination / "docs").mkdir()
+    for page in STUDENT_DOCS:
+        (destination / "docs" / page).write_text(student_links((root / "docs" / page).read_text()))
     (destination / "README.md").write_text(readme(root))
     (destination / "Makefile").write_text(makefile(root))
     leaks = secrets_in(destination)

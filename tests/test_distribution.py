@@ -4,6 +4,7 @@ nothing that gives away an answer."""
 from __future__ import annotations
 
 import ast
+import re
 import shutil
 import subprocess
 import sys
@@ -13,7 +14,7 @@ from pathlib import Path
 import pytest
 from course import ASSIGNMENTS, REPO, notebook_path, read
 
-from grading.distribution import PACKAGES, DistributionError, build, main, secrets_in
+from grading.distribution import PACKAGES, STUDENT_DOCS, DistributionError, build, main, secrets_in
 
 
 @pytest.fixture(scope="module")
@@ -26,7 +27,16 @@ def distribution(tmp_path_factory: pytest.TempPathFactory) -> Path:
 def test_it_holds_the_release_and_no_answers(distribution: Path) -> None:
     top = sorted(p.name for p in distribution.iterdir())
     assert top == sorted(
-        [*PACKAGES, "notebooks", "README.md", "Makefile", "pyproject.toml", "environment.yml", ".gitignore"]
+        [
+            *PACKAGES,
+            "notebooks",
+            "docs",
+            "README.md",
+            "Makefile",
+            "pyproject.toml",
+            "environment.yml",
+            ".gitignore",
+        ]
     )
     for assignment in ASSIGNMENTS:
         released = notebook_path("notebooks", assignment)
@@ -36,6 +46,10 @@ def test_it_holds_the_release_and_no_answers(distribution: Path) -> None:
     readme = (distribution / "README.md").read_text()
     assert "make course" in readme and "For students" in readme
     assert "For instructors" not in readme and "make test" not in readme
+    assert sorted(p.name for p in (distribution / "docs").iterdir()) == sorted(STUDENT_DOCS)
+    for page in [distribution / "README.md", *(distribution / "docs").iterdir()]:
+        for target in re.findall(r"\]\(([^)#]+\.md)\)", page.read_text()):
+            assert (page.parent / target).is_file(), f"{page.name} links to {target}, which students lack"
     assert "course:" in (distribution / "Makefile").read_text()
     assert "test:" not in (distribution / "Makefile").read_text()
 

@@ -20,7 +20,7 @@ optional ones in ``OPTIONAL``). Every term is one that notebooks 03-07 teach:
   with the first forward, FSDP's per-micro-batch collectives with that micro-batch's compute; TP,
   CP and pipeline messages are on the critical path.
 
-The four fitted constants (``EFFICIENCY``, ``LINK_EFFICIENCY``, ``MEMORY_PASSES``) come from
+The fitted constants (``EFFICIENCY`` for each GPU, ``LINK_EFFICIENCY``, ``MEMORY_PASSES``) come from
 ``benchmarks/planner_calibration.py``, which fits them on Narayanan et al. 2021 (arXiv 2104.04473)
 Table 1 and Llama 3 (arXiv 2407.21783) Table 4 and prints the error on each run.
 """

@@ -38,6 +38,11 @@ def _named(got: float, expected: float, mistakes: dict[str, float], message: str
     fail(message + ".")
 
 
+def _off(got: float, expected: float) -> str:
+    """Which way an answer is off, and no more: the expected value would give the rule away."""
+    return "too much" if got > expected else "too little"
+
+
 # --- exercise 5: states --------------------------------------------------------------------------
 
 
@@ -93,7 +98,7 @@ def check_states(fn: Callable, hidden: bool = False) -> None:
         expected = planner.state_bytes(psi, dp, zero, accumulation)
         if _close(got, expected):
             continue
-        message = f"{call} = {got:.6g} bytes" + ("" if hidden else f", expected {expected:.6g}")
+        message = f"{call} = {got:.6g} bytes, {_off(got, expected)}"
         if _close(got, expected / psi) or _close(got, expected / psi / dp):
             fail(f"{message}: return bytes for all {psi:g} parameters, not bytes a parameter.")
         _named(got, expected, _states_mistakes(psi, dp, zero, accumulation), message)
@@ -151,9 +156,7 @@ def check_group_bandwidth(fn: Callable, hidden: bool = False) -> None:
         expected = planner.group_bandwidth(s, axis)
         if _close(got, expected):
             continue
-        message = f"{call} = {got / 1e9:.4g} GB/s" + (
-            "" if hidden else f", expected {expected / 1e9:.4g} GB/s"
-        )
+        message = f"{call} = {got / 1e9:.4g} GB/s, {_off(got, expected)}"
         _named(got, expected, _bandwidth_mistakes(s, axis), message)
 
 
@@ -204,7 +207,7 @@ def check_exposed(fn: Callable, hidden: bool = False) -> None:
         expected = planner.exposed_seconds(*case)
         if _close(got, expected):
             continue
-        message = f"{call} = {got:.6g} s" + ("" if hidden else f", expected {expected:.6g} s")
+        message = f"{call} = {got:.6g} s, {_off(got, expected)}"
         _named(got, expected, _exposed_mistakes(*case), message)
 
 
