@@ -4,8 +4,9 @@ returns.
 Inside each rank the student's ``collective_call`` is given a stand-in GPU (`standin`), so that a
 tensor made on the CPU shows, and what making the call and calling it do is recorded. A call must
 run exactly its collective on float32 tensors of the expected sizes, on the device given, and
-return only when the collective has finished: a probe makes one rank late and checks that the
-others' calls waited for it.
+return as a blocking call does, once the collective has finished as far as the host can tell (on
+Gloo, finished; on NCCL, queued on the GPU's stream, for the benchmark's synchronize to wait for):
+a probe makes one rank late and checks, on Gloo, that the others' calls waited for it.
 """
 
 from __future__ import annotations
@@ -89,7 +90,7 @@ def check_collective_call(
     each tensor argument of the collective (as the dispatcher sees it, input and output), where
     ``chunk = size_bytes // (4 * world_size)``. Each call must issue exactly that collective, on
     float32 tensors on the device given, allocated when the call is made, do nothing else, and
-    return once the collective has finished.
+    return as a blocking call does (on Gloo, once the collective has finished).
     """
     __tracebackhide__ = True
     cases = [(name, size) for name in names for size in sizes]
@@ -119,7 +120,9 @@ def check_collective_call(
                         f"{what}: calling what it returns came back before the other ranks had even called "
                         f"{name} (the test made them {PROBE_DELAY * 1e3:.0f} ms late), so the collective had "
                         "not finished. A collective started with async_op=True returns a handle at once: "
-                        "wait on it inside the call, or a benchmark times only the start of the collective."
+                        "wait on it inside the call (on NCCL that queues the wait on the GPU's stream, where "
+                        "the benchmark's synchronize() waits for it), or a benchmark times only the start "
+                        "of the collective."
                     )
 
 

@@ -2,15 +2,22 @@
 
 A rank records, in one list of events and in the order they happen: each gradient becoming final
 (``("ready", i)``, from a hook of the check's), the end of each backward (``("end",)``), and each
-all_reduce started and waited on (`recording_waits`). The all_reduces' results land only when
-their handles are waited on, so reading a result too early fails every time, not by luck.
+all_reduce started and waited on (`recording_waits`). A backend may put a result in its tensor at
+any moment from the end of the all_reduce to the wait on its handle, and the check makes each
+extreme certain in turn: at odd steps the results land only when their handles are waited on, so
+reading a result too early fails every time, not by luck; at even steps they are all in their
+tensors when backward returns, as real Gloo's are once done (`landing_when_backward_ends`), so that
+something kept from an earlier step that touches them again (a list of handles never emptied) fails
+every time too.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+import contextlib
+from collections.abc import Callable, Iterator, Sequence
 
 import torch
+import torch.distributed as dist
 from torch import nn
 
 from ..checks import allclose, counted, fail, fresh_seed, run_ranks
@@ -38,6 +45,7 @@ class Recorder:
 
     def __init__(self, model: nn.Module, events: list) -> None:
         self.events, self._queued = events, False
+        self.at_end: Callable[[], None] | None = None  # run once each backward has run everything
         for i, p in enumerate(model.parameters()):
             if p.requires_grad:
                 p.register_post_accumulate_grad_hook(lambda _, i=i: self._ready(i))
@@ -51,7 +59,37 @@ class Recorder:
 
     def _end(self) -> None:
         self._queued = False
+        if self.at_end is not None:
+            self.at_end()
         self.events.append(("end",))
+
+
+@contextlib.contextmanager
+def landing_when_backward_ends(recorder: Recorder) -> Iterator[None]:
+    """While active, every all_reduce started (on real Gloo) has put its result in its tensors by
+    the time the backward that ``recorder`` watches returns: its work is waited on there, by the
+    check, which neither notes it as waited on nor holds anything back. Enter it before
+    `recording_waits`, which then wraps what this wraps."""
+    original = dist.ProcessGroup.allreduce
+    saved = vars(dist.ProcessGroup)["allreduce"]
+    works: list = []
+
+    def allreduce(group: dist.ProcessGroup, tensors: object, *args: object, **kwargs: object) -> object:
+        work = original(group, tensors, *args, **kwargs)
+        works.append(work)
+        return work
+
+    def land() -> None:
+        while works:
+            works.pop(0).wait()
+
+    dist.ProcessGroup.allreduce = allreduce
+    recorder.at_end = land
+    try:
+        yield
+    finally:
+        recorder.at_end = None
+        dist.ProcessGroup.allreduce = saved
 
 
 def _batch(seed: int, step: int, rank: int, dtype: str) -> tuple[torch.Tensor, torch.Tensor]:
@@ -65,13 +103,19 @@ def _overlap_on_rank(
     model = overlap_model(**kind, seed=seed)
     sync = make_sync(model)
     events: list = []
-    Recorder(model, events)  # after the synchroniser's hooks: a gradient's hooks run in that order
+    # After the synchroniser's hooks: a gradient's hooks run in the order they were registered.
+    recorder = Recorder(model, events)
     out = []
     for step in range(steps):
         model.zero_grad(set_to_none=True)
         x, y = _batch(seed, step, rank, kind.get("dtype", "float32"))
         events.clear()
-        with recording_waits(events, deliver_on_wait=True) as waited:
+        # Step 1, 3, ...: results held back until waited on; step 2, 4, ...: all in when backward ends.
+        landing = step % 2 == 1
+        with (
+            landing_when_backward_ends(recorder) if landing else contextlib.nullcontext(),
+            recording_waits(events, deliver_on_wait=not landing) as waited,
+        ):
             mse(model(x), y).backward()
             sync.finish()
         grads = [None if p.grad is None else p.grad.detach().clone() for p in model.parameters()]
@@ -285,6 +329,12 @@ def expect_average(what: str, grads: list, local: list[list], rank: int, after: 
                 ", after waiting: a result changed before its handle is waited on may still be overwritten."
                 if after == "finish()"
                 else "."
+            )
+        elif world_size > 1 and close(g, (average / world_size).to(g.dtype)):
+            hint = (
+                " It is the average divided by the world size once more: something kept from an earlier "
+                "step (a list of handles never emptied, say) was waited on and divided again. Leave "
+                "nothing from one step for the next."
             )
         elif world_size > 1 and any(close(g, (mine.double() / d).to(g.dtype)) for d in (1, world_size)):
             hint = (

@@ -1,8 +1,10 @@
 """Notebook 04's checks of data-parallel training by hand: each rank loading its own share of the
-data and starting from rank 0's parameters, and the loss of an uneven shard."""
+data and starting from rank 0's parameters, and the loss of an uneven shard (an empty one
+included)."""
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -133,10 +135,14 @@ def _rows(rows: list[int]) -> str:
 
 def _uneven_on_rank(
     rank: int, world_size: int, shard_loss: Callable, batch: int, steps: int, lr: float, seed: int
-) -> list:
+) -> tuple[list, list[float], list[int]]:
+    """This rank's parameters after training, its loss at each step, and the parameters its loss
+    gave no gradient (zeros stand in for them, so that every rank's all_reduces still match)."""
     model = make_mlp(seed=seed)
     data, targets = make_batch(batch, seed=seed + 1)
     x, y = data.tensor_split(world_size)[rank], targets.tensor_split(world_size)[rank]
+    losses: list[float] = []
+    missing: set[int] = set()
     for _ in range(steps):
         model.zero_grad()
         loss = shard_loss(model(x), y, batch)
@@ -144,12 +150,32 @@ def _uneven_on_rank(
             raise TypeError(
                 f"shard_loss returned {loss!r:.80}; it must return a 0-dimensional tensor with a graph"
             )
+        losses.append(float(loss.detach()))
+        loss.backward()
+        with torch.no_grad():
+            for i, p in enumerate(model.parameters()):
+                if p.grad is None:
+                    missing.add(i)
+                    p.grad = torch.zeros_like(p)
+                dist.all_reduce(p.grad)  # summed, as the exercise says
+                p -= lr * p.grad
+    return [p.detach().clone() for p in model.parameters()], losses, sorted(missing)
+
+
+def _losses_alone(seed: int, batch: int, steps: int, lr: float) -> list[float]:
+    """The whole batch's loss at each step of one process's training: what the ranks' add up to."""
+    model = make_mlp(seed=seed)
+    data, targets = make_batch(batch, seed=seed + 1)
+    losses = []
+    for _ in range(steps):
+        model.zero_grad()
+        loss = mse(model(data), targets)
+        losses.append(loss.item())
         loss.backward()
         with torch.no_grad():
             for p in model.parameters():
-                dist.all_reduce(p.grad)  # summed, as the exercise says
                 p -= lr * p.grad
-    return [p.detach().clone() for p in model.parameters()]
+    return losses
 
 
 def _emulate_shards(loss: Callable, world_size: int, batch: int, steps: int, lr: float, seed: int) -> list:
@@ -174,11 +200,15 @@ def check_shard_loss(
 ) -> None:
     """Check ``shard_loss(outputs, targets, global_count)`` in data-parallel training whose
     gradients are summed over the ranks: it must match one process on the whole batch, however
-    unevenly the batch divides among the ranks."""
+    unevenly the batch divides among the ranks, a rank with no rows included; and each rank's
+    loss must be its share of the whole batch's, so that the ranks' losses add up to it (a rank
+    with no rows: 0, not NaN, still computed from its outputs so that backward gives every
+    parameter a gradient)."""
     __tracebackhide__ = True
     seed = fresh_seed()
     data, targets = make_batch(batch, seed=seed + 1)
     reference = train_alone(make_mlp(seed=seed), data, targets, steps, lr)
+    whole_losses = _losses_alone(seed, batch, steps, lr)
     for world_size in world_sizes:
         sizes = [len(s) for s in torch.arange(batch).tensor_split(world_size)]
         what = (
@@ -187,7 +217,9 @@ def check_shard_loss(
         per_rank = run_ranks(
             _uneven_on_rank, world_size, shard_loss, batch, steps, lr, seed, what="shard_loss"
         )
-        _params_like(what, per_rank[0], reference)
+        _expect_gradients(what, sizes, [missing for _, _, missing in per_rank])
+        params = per_rank[0][0]
+        _params_like(what, params, reference)
         mistakes = {
             "take the mean over this rank's shard (every shard then weighs the same, whatever its size)": (
                 _emulate_shards(lambda o, t, n: mse(o, t), world_size, batch, steps, lr, seed)
@@ -196,4 +228,44 @@ def check_shard_loss(
                 _emulate_shards(lambda o, t, n: ((o - t) ** 2).sum() / n, world_size, batch, steps, lr, seed)
             ),
         }
-        _compare(what, per_rank[0], reference, mistakes)
+        _compare(what, params, reference, mistakes)
+        _expect_shares(what, sizes, [losses for _, losses, _ in per_rank], whole_losses)
+
+
+def _expect_gradients(what: str, sizes: list[int], missing: list[list[int]]) -> None:
+    __tracebackhide__ = True
+    for rank, absent in enumerate(missing):
+        if absent:
+            fail(
+                f"{what}: on rank {rank}, with {counted(sizes[rank], 'row')}, backward gave parameters "
+                f"{absent} no gradient: the loss shard_loss returned does not depend on them. A rank's "
+                "loss must come from its outputs, even with no rows (a sum over none of them is 0), so "
+                "that backward gives every parameter a gradient, of zeros if need be: every rank takes "
+                "part in each parameter's all_reduce."
+            )
+
+
+def _expect_shares(what: str, sizes: list[int], losses: list[list[float]], whole: list[float]) -> None:
+    """Each rank's loss is a finite number, and the ranks' losses add up to the whole batch's."""
+    __tracebackhide__ = True
+    for step, expected in enumerate(whole):
+        for rank, rank_losses in enumerate(losses):
+            if not math.isfinite(rank_losses[step]):
+                empty = (
+                    " The mean of no elements is 0/0, NaN, and NaN times 0 is still NaN: with no rows, a "
+                    "rank's share of the whole batch's loss is 0. Compute it from a sum, which is 0 over no "
+                    "elements."
+                    if sizes[rank] == 0
+                    else ""
+                )
+                fail(
+                    f"{what}, step {step + 1}: rank {rank}, with {counted(sizes[rank], 'row')}, returned a "
+                    f"loss of {rank_losses[step]}; expected its share of the whole batch's loss.{empty}"
+                )
+        total = sum(rank_losses[step] for rank_losses in losses)
+        if not math.isclose(total, expected, rel_tol=1e-4, abs_tol=1e-6):
+            fail(
+                f"{what}, step {step + 1}: the ranks' losses add up to {total:.6g}; the whole batch's mse "
+                f"is {expected:.6g}. Each rank's loss is its share of the whole batch's, so that the "
+                "ranks' losses, like their gradients, add up to the whole batch's."
+            )
