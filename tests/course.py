@@ -106,10 +106,11 @@ def secret_lines(assignment: str) -> list[str]:
 
 
 # Test cells that also run the answer to an earlier exercise, by design: notebook 06 runs the
-# student's 1F1B order through the student's run_schedule. A wrong answer to that earlier
-# exercise fails them too.
+# student's 1F1B order through the student's run_schedule, and the student's interleaved 1F1B
+# order through the student's run_interleaved. A wrong answer to that earlier exercise fails them
+# too.
 ALSO_NEEDS: dict[str, dict[str, set[str]]] = {
-    "06-pipeline-parallel": {"test_1f1b_run": {"schedule"}},
+    "06-pipeline-parallel": {"test_1f1b_run": {"schedule"}, "test_interleaved_1f1b_run": {"run_interleaved"}},
 }
 
 

@@ -12,19 +12,27 @@ MICROBATCH_COLOURS = plt.get_cmap("tab20").colors
 
 def draw_pipeline(times: dict, title: str = "", ax: plt.Axes | None = None) -> Figure:
     """One row per stage, stage 0 on top; each step a bar from its start to its end, labelled with
-    its micro-batch, forwards light and backwards dark; idle time is the white between bars.
+    its micro-batch, forwards light and backwards dark (a weights' gradient hatched); idle time is
+    the white between bars.
 
-    ``times`` maps (stage, "F" or "B", micro-batch) to (start, end)."""
-    num_stages = 1 + max(stage for stage, _, _ in times)
+    ``times`` maps (stage, kind, micro-batch) to (start, end), or (GPU, kind, micro-batch, chunk)
+    for interleaved chunks, a label ``F3/1`` then saying micro-batch 3 in chunk 1; kind is "F",
+    "B", or "W" where the backward is split into the input's gradient and the weights'."""
+    num_stages = 1 + max(key[0] for key in times)
+    chunked = len(next(iter(times))) == 4
     if ax is None:
         _, ax = plt.subplots(figsize=(9, 0.45 * num_stages + 1.0))
-    for (stage, kind, i), (start, end) in times.items():
+    for key, (start, end) in times.items():
+        stage, kind, i = key[:3]
         colour = MICROBATCH_COLOURS[(2 * i + (kind == "F")) % len(MICROBATCH_COLOURS)]
-        ax.barh(stage, end - start, left=start, color=colour, edgecolor="white", height=0.8)
-        ax.text((start + end) / 2, stage, f"{kind}{i}", ha="center", va="center", fontsize=7)
+        hatch = "///" if kind == "W" else None
+        ax.barh(stage, end - start, left=start, color=colour, edgecolor="white", height=0.8, hatch=hatch)
+        label = f"{kind}{i}/{key[3]}" if chunked else f"{kind}{i}"
+        ax.text((start + end) / 2, stage, label, ha="center", va="center", fontsize=6 if chunked else 7)
     total = max(end for _, end in times.values())
     ax.set_xlim(0, total)
-    ax.set_yticks(range(num_stages), [f"stage {s}" for s in range(num_stages)])
+    row = "GPU" if chunked else "stage"
+    ax.set_yticks(range(num_stages), [f"{row} {s}" for s in range(num_stages)])
     ax.invert_yaxis()
     ax.set_xlabel("time (a forward lasts 1 unit)")
     ax.set_title(title, fontsize=9)

@@ -22,7 +22,7 @@ import torch.nn.functional as F
 from ..checks import close_floats, counted, expect_floats, fail, private_generator, run_ranks
 from ..comm import CommLog
 from .costs import interleaved_order
-from .stage import DIM, LAYERS_PER_STAGE, stages_from, traced_stage
+from .stage import DIM, LAYERS_PER_STAGE, Held, stages_from, traced_stage
 
 _type = type
 _NAMES = [f"layer {i}'s {kind}" for i in range(LAYERS_PER_STAGE) for kind in ("weight", "bias")]
@@ -38,18 +38,21 @@ ORDERS = {"interleaved": interleaved_order, "breadth-first": breadth_first_order
 
 
 def _on_rank(
-    rank: int, world_size: int, run: Callable, order_name: str, num_chunks: int, m: int, rows: int
+    rank: int, world_size: int, run: Callable, order_of: str | Callable, num_chunks: int, m: int, rows: int
 ) -> dict:
     mine = private_generator()
     traced = [traced_stage(mine) for _ in range(num_chunks)]
     chunks = [stage for stage, _, _, _ in traced]
+    on_rank = Held()  # every chunk's micro-batches together: what the rank holds at once
     for c, stage in enumerate(chunks):
         if c * world_size + rank > 0:  # every input but the data is another chunk's output
             stage.register_forward_pre_hook(_input_needs_gradient(c * world_size + rank))
+        stage.layers[0].register_forward_pre_hook(lambda module, args: on_rank.before_forward())
+        stage.layers[0].register_forward_hook(lambda module, args, out: on_rank.after_forward(out))
     batch = m * rows
     inputs = torch.randn(batch, DIM, generator=mine) if rank == 0 else None
     targets = torch.randn(batch, DIM, generator=mine) if rank == world_size - 1 else None
-    order = ORDERS[order_name](world_size, rank, m, num_chunks)
+    order = (ORDERS[order_of] if _type(order_of) is str else order_of)(world_size, rank, m, num_chunks)
     with CommLog(count_collectives=False, keep_sent=True) as log:
         loss = run(
             chunks,
@@ -65,6 +68,7 @@ def _on_rank(
         "ran": [(kind, i, c) for _, kind, i, c in ran],
         "rows": [rows_run for _, _, rows_run, _ in traced],
         "held": [held.peak for _, _, _, held in traced],
+        "held_on_rank": on_rank.peak,
         "kept_after": [held.counted() for _, _, _, held in traced],
         "loss": loss.detach().clone() if isinstance(loss, torch.Tensor) else loss,
         "grads": [
@@ -130,12 +134,16 @@ def check_run_interleaved(
     cases: Sequence[tuple[int, int, int]],
     order_name: str = "interleaved",
     rows: int = 2,
+    order_of: Callable | None = None,
+    most_on_rank: Callable | None = None,
 ) -> None:
     """Check ``run(chunks, order, inputs, targets, batch_size, num_microbatches)`` on ``p`` ranks
     of ``v`` chunks each, for every (p, v, m) case: the loss and every chunk's gradients of the
     model whose virtual stage ``c * p + d`` is chunk ``c`` of rank ``d``; each rank running its
     order; each chunk freeing a micro-batch's activations after its backward; and every message
-    between the right ranks, with the right contents."""
+    between the right ranks, with the right contents. ``order_of(p, d, m, v)`` gives the orders
+    instead of ``order_name``'s; ``most_on_rank(p, d, m, v)``, where given, bounds the micro-batch
+    chunks a rank may hold at once, all its chunks together, as measured."""
     __tracebackhide__ = True
     for p, v, m in cases:
         what = f"run_interleaved on {counted(p, 'rank')} of {counted(v, 'chunk')}, {m} micro-batches"
@@ -149,7 +157,7 @@ def check_run_interleaved(
             _on_rank,
             p,
             run,
-            order_name,
+            order_of or order_name,
             v,
             m,
             rows,
@@ -173,6 +181,18 @@ def check_run_interleaved(
         _check_loss(f"{what}: rank {p - 1}", per_rank[-1]["loss"], reference["loss"], m, contiguous)
         for d, got in enumerate(per_rank):
             _check_rank(f"{what}: rank {d}", got, d, p, v, m, rows, reference)
+            if most_on_rank is not None and got["held_on_rank"] > most_on_rank(p, d, m, v):
+                gpipe = (
+                    ": every micro-batch of every chunk, as interleaved GPipe holds them"
+                    if got["held_on_rank"] == m * v
+                    else ""
+                )
+                fail(
+                    f"{what}: rank {d} held the activations of {got['held_on_rank']} micro-batch chunks at "
+                    f"once, all its chunks together{gpipe}; interleaved 1F1B holds at most "
+                    f"{most_on_rank(p, d, m, v)} there. Does each rank start its backwards once its warm-up "
+                    "is done?"
+                )
 
 
 def _check_loss(where: str, loss: Any, expected: torch.Tensor, m: int, contiguous: torch.Tensor) -> None:

@@ -1,0 +1,22 @@
+"""Keeps 1F1B's warm-up, p - d forwards, as if the chunks changed nothing.
+
+replaces: interleaved_1f1b
+fails: test_interleaved_1f1b test_interleaved_1f1b_more test_interleaved_1f1b_run
+says: 1F1B's warm-up without chunks
+"""
+
+
+def interleaved_1f1b(num_devices, device, num_microbatches, num_chunks):
+    p, v = num_devices, num_chunks
+    total = num_microbatches * v
+
+    def step(kind, k):
+        group, within = divmod(k, p * v)
+        chunk, j = divmod(within, p)
+        return (kind, group * p + j, chunk if kind == "F" else v - 1 - chunk)
+
+    warm_up = min(p - device, total)
+    order = [step("F", k) for k in range(warm_up)]
+    for k in range(total - warm_up):
+        order += [step("B", k), step("F", warm_up + k)]
+    return order + [step("B", k) for k in range(total - warm_up, total)]
