@@ -152,3 +152,19 @@ def test_a_prefetch_is_started_before_the_layer_computes_and_waited_after() -> N
     late = [("gather", 0), ("wait", 0), ("compute", 0), ("gather", 1), ("wait", 1), ("compute", 1)]
     with pytest.raises(AssertionError, match="before layer 1's all_gather started"):
         expect_prefetch("model", 1, late + backward, len(late), 2)
+
+
+def test_a_prefetch_started_before_the_layers_own_all_gather_is_still_a_prefetch() -> None:
+    # Layer 0 starts layer 1's all_gather (g0) before its own (g1), waits on its own, computes;
+    # backward alike. Which layer each all_gather brought is read from its data.
+    forward = [("gather", 0), ("gather", 1), ("wait", 1), ("compute", 0), ("wait", 0), ("compute", 1)]
+    backward = [("gather", 2), ("gather", 3), ("wait", 3), ("compute", 1), ("wait", 2), ("compute", 0)]
+    layers_of = {0: [1], 1: [0], 2: [0], 3: [1]}
+    expect_prefetch("model", 1, forward + backward, len(forward), 2, layers_of)
+    # Taken by their order alone, the all_gathers would be misread as a blocking prefetch.
+    with pytest.raises(AssertionError, match="waited on"):
+        expect_prefetch("model", 1, forward + backward, len(forward), 2)
+    # Read from the data, a layer that computes before the next one's all_gather starts still fails.
+    late = [("gather", 0), ("wait", 0), ("compute", 0), ("gather", 1), ("wait", 1), ("compute", 1)]
+    with pytest.raises(AssertionError, match="before layer 1's all_gather started"):
+        expect_prefetch("model", 1, late + backward, len(late), 2, {0: [0], 1: [1], 2: [0], 3: [1]})

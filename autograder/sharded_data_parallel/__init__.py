@@ -18,7 +18,7 @@ whole weights were alive in the rank's memory after each tensor operation.
 - `mixed`: `fully_shard` in mixed precision: the bytes it sends and holds, predicted
   (`check_fully_shard_bytes`) and measured (`measure_fully_shard_step`);
 - `memory`: what `fully_shard` keeps in memory with AdamW and gradient accumulation, predicted
-  (`check_fully_shard_memory`) and measured with torch's `FSDPMemTracker`
+  (`check_fully_shard_memory`) and measured with torch's private `FSDPMemTracker`
   (`measure_fully_shard_memory`);
 - `buckets` and `prefetch`: what the ZeRO-2 and FSDP checks watch during backward (the bytes alive
   at once; the order of all_gathers, their waits and the products with whole weights);

@@ -10,9 +10,11 @@ from collections.abc import Callable, Sequence
 
 import torch
 
-from ..checks import counted, fail, private_generator, run_ranks
+from ..checks import allclose, counted, fail, private_generator, run_ranks
 from ..comm import CommLog
 from .common import _close, _contributions, _counts, _type
+
+EPS = 1e-6  # what torch's clip_grad_norm_ adds to the norm it divides by
 
 
 def _shard_sizes(numels: Sequence[int], world_size: int, rank: int) -> list[int]:
@@ -45,14 +47,44 @@ def _reference(drawn: list[torch.Tensor], max_norm: float) -> tuple[float, float
     """The whole gradient's norm and the factor torch's clip_grad_norm_ scales it by."""
     whole = torch.cat(drawn).double()
     norm = whole.norm().item()
-    return norm, min(1.0, max_norm / (norm + 1e-6))
+    return norm, min(1.0, max_norm / (norm + EPS))
+
+
+def _close_at_scale(a: torch.Tensor, b: torch.Tensor) -> bool:
+    """``a`` equals ``b`` to a part in 10^4 of ``b``'s own size: gradients of 1e-7 are compared as
+    closely as gradients of 1."""
+    scale = b.abs().max().item() if b.numel() else 0.0
+    return (
+        _type(a) is torch.Tensor
+        and a.shape == b.shape
+        and allclose(a.double(), b.double(), rtol=1e-4, atol=1e-6 * scale)
+    )
+
+
+def _epsilon_hint(before: torch.Tensor, after: torch.Tensor, norm: float, max_norm: float) -> str:
+    """What a factor that differs from torch's only at tiny norms says about where the 1e-6 went."""
+    misplaced = {
+        "max_norm / norm, leaving out the 1e-6": max_norm / norm,
+        "max_norm / norm + 1e-6, the 1e-6 added to the factor": max_norm / norm + EPS,
+        "(max_norm + 1e-6) / norm": (max_norm + EPS) / norm,
+        "max_norm / max(norm, 1e-6)": max_norm / max(norm, EPS),
+        "max_norm / sqrt(sum of squares + 1e-6), the 1e-6 under the square root": max_norm
+        / math.sqrt(norm**2 + EPS),
+    }
+    for how, factor in misplaced.items():
+        if factor < 1 and _close_at_scale(after, before * factor):
+            return (
+                f" They were scaled by {how}. torch divides by the norm plus 1e-6, max_norm / (norm + "
+                f"1e-6): at a norm of {norm:.3g} the 1e-6 is no rounding error."
+            )
+    return ""
 
 
 def check_clip_sharded(
     clip: Callable,
     world_sizes: Sequence[int] = (2,),
     numels: Sequence[int] = (40, 7, 33),
-    cases: Sequence[tuple[float, float]] = ((1.0, 1.0), (0.01, 5.0)),
+    cases: Sequence[tuple[float, float]] = ((1.0, 1.0), (0.01, 5.0), (5e-7, 1e-6)),
 ) -> None:
     """Check ``clip(shards, max_norm)`` for each (gradient scale, max_norm) case: it returns the
     global norm of the gradients whose shards the ranks hold, scales them in place as torch's
@@ -90,25 +122,29 @@ def _expect_clipped(
             "average the squares over the ranks (ReduceOp.AVG) instead of adding them": norm
             / math.sqrt(world_size),
             "forget the square root": norm**2,
+            "return the norm after clipping: like clip_grad_norm_, return the norm the gradients had "
+            "before it": norm * factor,
         }
+        on_one_rank = ("forget the square root", "return the norm after clipping")
         message = f"{where} returned a norm of {got:.6g}; the whole gradient's norm is not that."
         for mistake, value in mistakes.items():
-            if (world_size > 1 or mistake == "forget the square root") and math.isclose(
-                got, value, rel_tol=1e-5
-            ):
+            if (world_size > 1 or mistake.startswith(on_one_rank)) and math.isclose(got, value, rel_tol=1e-5):
                 message += f" That is what you get if you {mistake}."
                 break
         fail(message)
     for i, (before, after) in enumerate(zip(result["drawn"], result["clipped"], strict=True)):
-        if not _close(after, before * factor):
+        # The first comparison is absolute, the second relative: gradients of 1e-7 are told apart.
+        if not _close(after, before * factor) or not _close_at_scale(after, before * factor):
             hint = ""
-            if _close(after, before):
+            if _close_at_scale(after, before):
                 hint = " They were left as they were." if factor < 1 else ""
-            elif _close(after, before * max_norm / (norm + 1e-6)):
+            elif _close_at_scale(after, before * max_norm / (norm + EPS)):
                 hint = (
                     f" They were scaled by max_norm / norm = {max_norm / norm:.3g}: clipping only ever "
                     "shrinks gradients; below max_norm they stay as they are."
                 )
+            else:
+                hint = _epsilon_hint(before, after, norm, max_norm)
             fail(
                 f"{where}: shard {i} after clipping differs from the whole gradient clipped by torch's "
                 f"clip_grad_norm_ (which scales it by {factor:.4g}).{hint}"

@@ -103,6 +103,15 @@ class _LayersAlive(TorchDispatchMode):
         if len(whole) > self.peak:
             self.peak, self.when, self.layers_at_peak = len(whole), after, tuple(sorted(whole))
 
+    def layers_in(self, tensors: list[torch.Tensor]) -> list[int]:
+        """The layers whose whole weight these tensors hold between them (an all_gather's output,
+        one tensor or a list of pieces)."""
+        found = torch.zeros(self.samples.numel(), dtype=torch.bool)
+        for t in tensors:
+            if t.is_floating_point():
+                found |= torch.isin(self.samples, t.detach().reshape(-1).float())
+        return found.view(-1, _SAMPLES).all(dim=1).nonzero().flatten().tolist()
+
     def _whole_now(self) -> set[int]:
         alive = [t for t in (ref() for ref in self.tracked) if t is not None]
         self.tracked = [weakref.ref(t) for t in alive]
@@ -153,6 +162,9 @@ def _fsdp_on_rank(
             f"model.shards should be {len(shapes)} one-dimensional nn.Parameters of {expected} elements "
             f"(a layer's weight and bias, flattened, padded, split {world_size} ways); got {got}"
         )
+    # What each shard needs, and the storage it keeps alive: a slice of the padded whole buffer is
+    # a view, which keeps all of it on every rank.
+    storages = [(s.numel() * s.element_size(), s.untyped_storage().nbytes()) for s in shards]
     generator = private_generator()
     data, volumes, counts, peaks, unsharded, forward_counts, orders = [], [], [], [], [], [], []
     for _ in range(steps):
@@ -162,15 +174,20 @@ def _fsdp_on_rank(
         )
         data.append((x, y))
         events: list = []
+        layers_of: dict[int, list[int]] = {}  # each all_gather's layers, read from what it brought
         alive.events = events
-        with CommLog(count_collectives=False) as log, recording_gathers(events), alive:
+        with (
+            CommLog(count_collectives=False) as log,
+            recording_gathers(events, alive.layers_in, layers_of),
+            alive,
+        ):
             loss = mse(model(x), y)
             in_forward = len(log.calls)  # the loss issues none: these are forward's
             forward_end = len(events)
             loss.backward()
             alive.look("backward")
         alive.events = None
-        orders.append((events, forward_end))
+        orders.append((events, forward_end, layers_of))
         summary = log.summary()
         volumes.append(_volumes(summary))
         counts.append(_counts(summary))
@@ -195,6 +212,7 @@ def _fsdp_on_rank(
         "forward_counts": forward_counts,
         "peaks": peaks,
         "keeps_full": keeps_full,
+        "storages": storages,
         "bad_grads": unsharded,
         "orders": orders,
     }
@@ -234,6 +252,7 @@ def check_fsdp(
                     f"{where} keeps the whole layers it was given. Keep only this rank's shard of each; the "
                     "rest of the model lives on the other ranks."
                 )
+            _expect_own_storage(where, result["storages"])
             if result["bad_grads"]:
                 fail(
                     f"{where}: after backward, the shards' gradients are {result['bad_grads'][0]}; "
@@ -251,7 +270,8 @@ def check_fsdp(
             ):
                 if world_size > 1:
                     _expect_fsdp_step(where, step, volumes, counts, forward, peak, numel, padded)
-                    expect_prefetch(where, step, *result["orders"][step - 1], len(dims) - 1)
+                    events, forward_end, layers_of = result["orders"][step - 1]
+                    expect_prefetch(where, step, events, forward_end, len(dims) - 1, layers_of)
             _params_like(where, result["params"], reference)
             _compare(
                 where,
@@ -267,6 +287,20 @@ def check_fsdp(
                 else {},
             )
         del data
+
+
+def _expect_own_storage(where: str, storages: list[tuple[int, int]]) -> None:
+    """Each shard must own its memory: a view into the layer's padded flat buffer keeps the whole
+    buffer alive, so the rank still holds the whole layer, whatever the shard's shape says."""
+    __tracebackhide__ = True
+    for i, (needs, keeps) in enumerate(storages):
+        if keeps > needs:
+            fail(
+                f"{where}: model.shards[{i}] holds {needs} bytes but keeps alive a storage of {keeps} bytes: "
+                "it is a slice of the layer's padded flat buffer, and a slice is a view that shares its "
+                "tensor's storage, so every rank still holds the whole layer. Copy the shard into a tensor "
+                "of its own (.clone()) before making it a Parameter."
+            )
 
 
 def _fsdp_reference(dims: Sequence[int], seed: int, per_rank: list, steps: int, lr: float) -> list:

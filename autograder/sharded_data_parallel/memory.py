@@ -2,7 +2,9 @@
 AdamW, and with gradient accumulation: predicted by a student, checked against the model below,
 and measured in a rank with torch's own `FSDPMemTracker`, which follows every storage FSDP2
 makes, resizes and frees, and files it under what it is (sharded or whole parameter, gradient,
-optimizer state, communication buffer, activation, temporary)."""
+optimizer state, communication buffer, activation, temporary). It is private to torch
+(`torch.distributed._tools`, verified in 2.13): a measurement only, which a torch release may
+change; the checks of the student's answer never depend on it."""
 
 from __future__ import annotations
 

@@ -4,9 +4,11 @@ with momentum or plain SGD."""
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable, Sequence
+from typing import Any
 
-from ..checks import expect_close, fail
+from ..checks import expect_close, fail, plain_number
 
 # -- exercise: memory per device ----------------------------------------------------------------
 
@@ -31,11 +33,27 @@ def _zero_memory(psi: float, n: int, stage: int, k: float) -> float:
     )
 
 
+def _rounded_zero_memory(psi: float, n: int, stage: int, k: float, rounding: Callable) -> float:
+    """As `_zero_memory`, each sharded part rounded to whole bytes by ``rounding``."""
+    return (
+        (rounding(2 * psi / n) if stage >= 3 else 2 * psi)
+        + (rounding(2 * psi / n) if stage >= 2 else 2 * psi)
+        + (rounding(k * psi / n) if stage >= 1 else k * psi)
+    )
+
+
 def _zero_memory_mistakes(psi: float, n: int, stage: int, optimizer: str) -> dict[str, float]:
     """What the typical mistakes give for one case, each with what it did wrong."""
     k = OPTIMIZER_STATE_BYTES[optimizer]
     # In order: where two mistakes give the same number, the first is named.
     mistakes = {}
+    if stage >= 1:
+        mistakes[
+            "round the shards down to whole bytes (floor division, //): shards are exact fractions here"
+        ] = _rounded_zero_memory(psi, n, stage, k, math.floor)
+        mistakes["round the shards up to whole bytes: shards are exact fractions here, with no padding"] = (
+            _rounded_zero_memory(psi, n, stage, k, math.ceil)
+        )
     if stage == 1:
         mistakes[
             "shard the 16-bit parameters already in stage 1 (stage 1 shards only the optimizer state)"
@@ -76,12 +94,35 @@ def _zero_memory_mistakes(psi: float, n: int, stage: int, optimizer: str) -> dic
     return mistakes
 
 
+def _expect_zero_memory(answer: Any, expected: float, what: str, mistakes: dict[str, float]) -> None:
+    """As `expect_close`, but a wrong answer is told only that it is wrong and which mistake it
+    looks like, never the expected number: one case's bytes would give away K."""
+    __tracebackhide__ = True
+    number = plain_number(answer)
+    if number is None or not math.isfinite(number):
+        fail(f"{what}: expected a number of bytes (a float), got {answer!r} ({type(answer).__name__}).")
+    if math.isclose(number, expected, rel_tol=1e-6, abs_tol=1e-12):
+        return
+    message = f"{what} = {number:.6g} is not what each device holds."
+    for mistake, value in mistakes.items():
+        if math.isclose(number, value, rel_tol=1e-6, abs_tol=1e-12):
+            fail(f"{message} That is what you get if you {mistake}.")
+    fail(
+        f"{message} Count the bytes a parameter of each of the three (parameters, gradients, "
+        "optimizer state), in the precision each is kept, and which of them the stage shards."
+    )
+
+
 def check_zero_memory(
-    zero_memory: Callable, cases: Sequence[tuple[float, int, int] | tuple[float, int, int, str]]
+    zero_memory: Callable,
+    cases: Sequence[tuple[float, int, int] | tuple[float, int, int, str]],
+    *,
+    show_expected: bool = False,
 ) -> None:
     """Check ``zero_memory(psi, n, stage, optimizer)`` on each case, naming the typical mistakes
     (a case of three calls it without ``optimizer``, which is AdamW), and that a stage other than
-    0-3, fewer than one device, or an optimizer it does not know is refused with a ValueError."""
+    0-3, fewer than one device, or an optimizer it does not know is refused with a ValueError.
+    A wrong answer is told the expected number only with ``show_expected`` (the hidden tests)."""
     __tracebackhide__ = True
     for psi, n, stage, *rest in cases:
         optimizer = rest[0] if rest else "adamw"
@@ -96,13 +137,12 @@ def check_zero_memory(
                     f"{what} raised TypeError: {err}. zero_memory takes the optimizer as its fourth argument."
                 )
             raise
-        expect_close(
-            answer,
-            zero_memory_reference(psi, n, stage, optimizer),
-            what,
-            rel=1e-6,
-            mistakes=_zero_memory_mistakes(psi, n, stage, optimizer),
-        )
+        expected = zero_memory_reference(psi, n, stage, optimizer)
+        mistakes = _zero_memory_mistakes(psi, n, stage, optimizer)
+        if show_expected:
+            expect_close(answer, expected, what, rel=1e-6, mistakes=mistakes)
+        else:
+            _expect_zero_memory(answer, expected, what, mistakes)
     refused = {
         (1e9, 8, 4): "there is no stage 4",
         (1e9, 8, -1): "there is no stage -1",

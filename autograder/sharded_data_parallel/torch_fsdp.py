@@ -53,6 +53,9 @@ def check_fully_shard(
     data, targets = make_batch(batch, seed=seed)
     reference = train_alone(make_mlp(seed=seed + 1), data, targets, steps, lr)
     linears = [m for m in make_mlp() if isinstance(m, nn.Linear)]
+    uneven = [n for n in world_sizes if batch % n]
+    if uneven:  # the exercise promises rows that divide: the mean of the ranks' means is the batch's
+        raise ValueError(f"check_fully_shard: a batch of {batch} does not divide over {uneven[0]} ranks")
     for world_size in world_sizes:
         what = f"{name} on {counted(world_size, 'rank')}, a batch of {batch}, {steps} steps"
         per_rank = run_ranks(_fully_shard_on_rank, world_size, train, batch, steps, lr, seed, what=name)

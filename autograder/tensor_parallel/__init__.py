@@ -23,9 +23,15 @@ fails even when the result is right.
 - `attention`: attention split by heads (`reference_attention`,
   `check_tensor_parallel_attention`).
 - `block`: sequence parallelism, a LayerNorm and MLP block split by tokens and by features
-  (`check_sequence_parallel_block`), its gradients included.
+  (`check_sequence_parallel_block`), its gradients included, and what each rank keeps for its
+  backward pass: only its own tokens of fc1's input, gathered again in backward.
+- `kept`: what a rank still holds when its forward pass has returned (`KeptAfterForward`), and
+  whether any of it holds the other ranks' tokens.
 - `sequence`: the cross-entropy over a vocabulary split across the ranks
   (`check_vocab_parallel_cross_entropy`), with logits far apart and targets on shard boundaries.
+- `traffic`: how the byte counts of exercise 6 grow with the tokens, the width, the bytes a value
+  and the GPUs, and how they compare (`check_mlp_bytes_scaling`, `check_allgather_bytes_scaling`),
+  printing only the student's own numbers.
 """
 
 import launcher
@@ -41,6 +47,7 @@ from .layers import (
 )
 from .sequence import ROWS, VOCAB, check_vocab_parallel_cross_entropy
 from .shards import DIM, HIDDEN
+from .traffic import check_allgather_bytes_scaling, check_mlp_bytes_scaling
 
 launcher.preload("autograder.tensor_parallel")
 
@@ -52,8 +59,10 @@ __all__ = [
     "ROWS",
     "SEQUENCE",
     "VOCAB",
+    "check_allgather_bytes_scaling",
     "check_allgather_mlp",
     "check_column_parallel",
+    "check_mlp_bytes_scaling",
     "check_parallel_operators",
     "check_row_parallel",
     "check_sequence_parallel_block",

@@ -3,6 +3,7 @@ residual work on each rank's tokens, and whose two layers are split as Megatron'
 
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -12,6 +13,7 @@ from torch import nn
 
 from ..checks import counted, fail, fresh_seed, private_generator, run_ranks
 from ..comm import CommLog
+from .kept import KeptAfterForward, gathered_kept
 from .shards import (
     DIM,
     HIDDEN,
@@ -58,6 +60,19 @@ def _gradient(module: Any, dotted: str) -> Any:
     return grad.detach().clone() if isinstance(grad, torch.Tensor) else grad
 
 
+def _comm_log() -> CommLog:
+    """A recorder of collectives that counts them from their calls, without CommDebugMode: its module
+    tracker raises KeyError in torch 2.13 when a module runs again inside the backward pass, as
+    activation checkpointing (a right answer here) makes fc1 do."""
+    return CommLog(count_collectives=False)
+
+
+def _summary(log: CommLog) -> dict:
+    summary = log.summary()
+    summary["collectives"] = dict(Counter(name for name, _ in summary["calls"]))
+    return summary
+
+
 def _block_on_rank(rank: int, world_size: int, cls: Callable, seed: int) -> dict:
     mine = private_generator()
     tokens = SEQUENCE // world_size
@@ -72,23 +87,27 @@ def _block_on_rank(rank: int, world_size: int, cls: Callable, seed: int) -> dict
     if isinstance(getattr(block, "norm", None), nn.Module):
         block.norm.register_forward_pre_hook(lambda module, args: normalised.append(args[0].shape[0]))
     upstream = torch.randn(tokens, DIM, generator=mine)
-    with CommLog() as forward:
+    with _comm_log() as forward, KeptAfterForward() as watch:
         y = block(x)
-    with CommLog() as backward:
+    given = [x, upstream, fc1.weight, fc2.weight]
+    own = list(block.parameters()) + list(block.buffers()) if isinstance(block, nn.Module) else []
+    kept = watch.kept(besides=[y, *given, *own])  # what the block keeps for its backward pass
+    with _comm_log() as backward:
         if _type(y) is torch.Tensor and y.shape == x.shape and y.requires_grad:
             (y * upstream).sum().backward()
-    with CommLog() as after:
+    with _comm_log() as after:
         block.reduce_norm_gradients()
     return {
         "y": y.detach() if _type(y) is torch.Tensor else y,
         "x.grad": x.grad,
         "grads": {name: _gradient(block, name) for name in _PARAMETERS},
-        "forward": forward.summary(),
-        "backward": backward.summary(),
-        "after": after.summary(),
+        "forward": _summary(forward),
+        "backward": _summary(backward),
+        "after": _summary(after),
         "inputs": (x.detach(), w1, w2, upstream),
         "normalised": normalised,
         "stored": _storage(block),
+        "kept": kept,
     }
 
 
@@ -129,7 +148,9 @@ def check_sequence_parallel_block(cls: Callable, world_sizes: Sequence[int] = (2
     rank's tokens, with fc1 column- and fc2 row-parallel (no biases), an all_gather of the tokens
     before fc1 and a reduce_scatter after fc2 (and their adjoints backward); after
     ``reduce_norm_gradients()``, every gradient that of the whole block (each shard's its slice).
-    Each rank keeps its shards in storage of their own, and its LayerNorm sees its tokens only."""
+    Each rank keeps its shards in storage of their own, and its LayerNorm sees its tokens only.
+    After the forward pass, nothing a rank keeps holds the other ranks' tokens (Megatron keeps a
+    rank's shard of fc1's input and gathers it again in backward: one more all_gather there)."""
     __tracebackhide__ = True
     for world_size in world_sizes:
         seed = fresh_seed()
@@ -160,6 +181,7 @@ def check_sequence_parallel_block(cls: Callable, world_sizes: Sequence[int] = (2
                     SEQUENCE * DIM,
                     "its part of every token's output",
                 )
+                _kept_only_its_tokens(where, got["kept"], per_rank, rank, seed, world_size)
             unsummed = {
                 "keep this rank's part of the input's gradient, not the ranks' sum": alone[rank][2][tokens]
             }
@@ -199,9 +221,16 @@ def _backward_collectives(where: str, backward: dict, after: dict, world_size: i
     __tracebackhide__ = True
     others = {name: n for name, n in backward["collectives"].items() if name != "all_reduce"}
     backward = {**backward, "collectives": others}
-    _counts(f"{where}: the backward pass", backward, {"all_gather": 1, "reduce_scatter": 1})
+    # all_gathers: the gradient of its tokens of the output, and fc1's input, gathered again
+    _counts(f"{where}: the backward pass", backward, {"all_gather": 2, "reduce_scatter": 1})
     tokens = SEQUENCE // world_size
-    _carried(where, backward, "all_gather", tokens * DIM, "the gradient of its tokens of the output")
+    _carried(
+        where,
+        backward,
+        "all_gather",
+        tokens * DIM,
+        "its tokens (of the output's gradient, and of fc1's input gathered again)",
+    )
     _carried(where, backward, "reduce_scatter", SEQUENCE * DIM, "its part of every token's gradient")
     reduced = [
         sum(sizes)
@@ -232,4 +261,48 @@ def _no_all_reduce(what: str, summary: dict) -> None:
     fail(
         f"{what} summed the output with an all_reduce. An all_reduce leaves every rank every token's "
         "output, of which it keeps its own slice; the token-split part needs only its own tokens."
+    )
+
+
+def _kept_only_its_tokens(
+    where: str, kept: list[dict], per_rank: list[dict], rank: int, seed: int, world_size: int
+) -> None:
+    """After the forward pass, nothing the rank keeps may hold the other ranks' tokens: fc1's input,
+    gathered, is needed by fc1's weight gradient, but keeping it whole makes every rank keep every
+    token's activation, which sequence parallelism exists to split."""
+    __tracebackhide__ = True
+    with torch.no_grad():
+        x = torch.cat([got["inputs"][0] for got in per_rank])
+        normalised = _norm(seed)(x)
+    others = []
+    for other in range(world_size):
+        if other != rank:
+            tokens = _rows(SEQUENCE, other, world_size)
+            others += [normalised[tokens], x[tokens]]
+    found = gathered_kept(kept, others)
+    if found is None:
+        return
+    size = f"{found['bytes']} bytes"
+    if found["saved"] is None:
+        how = (
+            f"keeps alive, once it has returned, a tensor of {size} that holds the other ranks' tokens "
+            "(fc1's gathered input), though autograd did not save it: an attribute of ctx, a list, a "
+            "closure or a checkpoint's input keeps it just the same"
+        )
+    elif found["saved"] < found["bytes"]:
+        how = (
+            f"saved for backward a tensor of {found['saved']} bytes that is a view into a storage of {size} "
+            "holding every rank's tokens (fc1's gathered input): a slice shares its tensor's storage, so the "
+            "whole gathered input stays alive"
+        )
+    else:
+        how = (
+            f"saved for backward fc1's gathered input ({size}, every rank's tokens), which fc1's weight "
+            "gradient needs"
+        )
+    fail(
+        f"{where}: the forward pass {how}. Each rank then keeps all {SEQUENCE} tokens of fc1's input where "
+        f"sequence parallelism promises its own {SEQUENCE // world_size}. Keep for the "
+        "backward pass only this rank's tokens of fc1's input, and all_gather them again in the backward "
+        "pass, as Megatron-LM does."
     )

@@ -1,5 +1,6 @@
 """All-reduces the LayerNorm's gradients from hooks during the backward pass (nothing is left for
-reduce_norm_gradients), keeps the shards as plain Parameters, and gathers with torch's list forms.
+reduce_norm_gradients), keeps the shards as plain Parameters, gathers with torch's list forms, and
+gathers fc1's input again in the backward pass without overlapping it.
 
 replaces: sequence
 fails: none
@@ -11,29 +12,39 @@ import torch.nn.functional as F
 from torch import nn
 
 
-class GatherTokens(torch.autograd.Function):
+def gather(x):
+    pieces = [torch.empty_like(x) for _ in range(dist.get_world_size())]
+    dist.all_gather(pieces, x.contiguous())
+    return torch.cat(pieces)
+
+
+def scatter(x):
+    parts = [part.contiguous() for part in x.chunk(dist.get_world_size())]
+    mine = torch.empty_like(parts[0])
+    dist.reduce_scatter(mine, parts)
+    return mine
+
+
+class ShardedInputLinear(torch.autograd.Function):
     @staticmethod
-    def forward(ctx, x):
-        pieces = [torch.empty_like(x) for _ in range(dist.get_world_size())]
-        dist.all_gather(pieces, x.contiguous())
-        return torch.cat(pieces)
+    def forward(ctx, x, weight):
+        ctx.save_for_backward(x, weight)
+        return gather(x) @ weight.T
 
     @staticmethod
     def backward(ctx, grad):
-        parts = [part.contiguous() for part in grad.chunk(dist.get_world_size())]
-        mine = torch.empty_like(parts[0])
-        dist.reduce_scatter(mine, parts)
-        return mine
+        x, weight = ctx.saved_tensors
+        return scatter(grad @ weight), grad.T @ gather(x)
 
 
 class ScatterTokens(torch.autograd.Function):
     @staticmethod
     def forward(ctx, partial):
-        return GatherTokens.backward(ctx, partial)
+        return scatter(partial)
 
     @staticmethod
     def backward(ctx, grad):
-        return GatherTokens.forward(ctx, grad)
+        return gather(grad)
 
 
 class SequenceParallelBlock(nn.Module):
@@ -49,7 +60,7 @@ class SequenceParallelBlock(nn.Module):
             parameter.register_post_accumulate_grad_hook(lambda p: dist.all_reduce(p.grad))
 
     def forward(self, x):
-        h = F.gelu(GatherTokens.apply(self.norm(x)) @ self.fc1.weight.T)
+        h = F.gelu(ShardedInputLinear.apply(self.norm(x), self.fc1.weight))
         return ScatterTokens.apply(h @ self.fc2.weight.T) + x
 
     def reduce_norm_gradients(self):

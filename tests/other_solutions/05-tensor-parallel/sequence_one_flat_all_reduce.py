@@ -1,4 +1,7 @@
-"""All-reduces the LayerNorm's two gradients as one flat tensor, and keeps deep copies of the layers.
+"""All-reduces the LayerNorm's two gradients as one flat tensor, keeps deep copies of the layers,
+and lets torch's activation checkpointing gather fc1's input again in the backward pass: the
+checkpoint keeps only its input, this rank's tokens, and reruns the gather and fc1 when backward
+needs them.
 
 replaces: sequence
 fails: none
@@ -10,6 +13,7 @@ import torch
 import torch.distributed as dist
 import torch.nn.functional as F
 from torch import nn
+from torch.utils.checkpoint import checkpoint
 
 
 def _gather(x):
@@ -54,9 +58,12 @@ class SequenceParallelBlock(nn.Module):
         self.fc1.weight = nn.Parameter(fc1.weight.detach()[rank * n : (rank + 1) * n].clone())
         self.fc2.weight = nn.Parameter(fc2.weight.detach()[:, rank * n : (rank + 1) * n].clone())
 
+    def _gathered_fc1(self, mine):
+        return self.fc1(AllGatherTokens.apply(mine))
+
     def forward(self, x):
-        normed = AllGatherTokens.apply(self.norm(x))
-        return x + ReduceScatterTokens.apply(self.fc2(F.gelu(self.fc1(normed))))
+        hidden = checkpoint(self._gathered_fc1, self.norm(x), use_reentrant=False)
+        return x + ReduceScatterTokens.apply(self.fc2(F.gelu(hidden)))
 
     def reduce_norm_gradients(self):
         grads = [self.norm.weight.grad, self.norm.bias.grad]

@@ -9,11 +9,12 @@ import torch
 import torch.distributed as dist
 
 
-class GatherTokens(GatherTokens):  # noqa: F821 - the solution's, then changed
+class GatherIntoFc1(GatherIntoFc1):  # noqa: F821 - the solution's, then changed
     @staticmethod
-    def forward(ctx, x):
+    def forward(ctx, mine, weight):
+        ctx.save_for_backward(mine, weight)
         world_size, rank = dist.get_world_size(), dist.get_rank()
-        everyone = torch.zeros(world_size * x.shape[0], x.shape[1])
-        everyone[rank * x.shape[0] : (rank + 1) * x.shape[0]] = x
+        everyone = torch.zeros(world_size * mine.shape[0], mine.shape[1])
+        everyone[rank * mine.shape[0] : (rank + 1) * mine.shape[0]] = mine
         dist.all_reduce(everyone)
-        return everyone
+        return everyone @ weight.T
