@@ -279,8 +279,12 @@ def format_traceback(tb_exc: Any) -> str:
 def format_frame(frame: dict[str, Any]) -> str:
     import linecache
 
-    location = _cell_location_text(frame["filename"], frame["lineno"])
-    line = linecache.getline(frame["filename"], frame["lineno"]).strip()
+    # A frame caught between instructions (a rank still importing, say) may have no line number.
+    lineno = frame["lineno"]
+    if not lineno:
+        return f'  File "{frame["filename"]}", in {frame["name"]}\n'
+    location = _cell_location_text(frame["filename"], lineno)
+    line = linecache.getline(frame["filename"], lineno).strip()
     return f"  {location}, in {frame['name']}\n" + (f"    {line}\n" if line else "")
 
 

@@ -1,33 +1,25 @@
-"""Fixtures shared by the notebook and grading tests: the release, and a class graded from it."""
+"""Fixtures shared by the notebook and grading tests: the release, and a class graded from it;
+and every test's time limit, stretched when the machine runs slowly."""
 
 from __future__ import annotations
 
-import shutil
 from pathlib import Path
 
+import machine
 import pytest
-from course import REPO
-from round_trip import GradedClass, grade_class
-
-from grading.release import generate
+from round_trip import GradedClass, grade_class, release_course
 
 
 @pytest.fixture(scope="session")
 def released_course(tmp_path_factory) -> Path:
     """A copy of the course with every assignment released by ``nbgrader generate_assignment``
     and recorded in its gradebook. Tests copy it rather than change it."""
-    root = tmp_path_factory.mktemp("course") / "released"
-    (root / "grading").mkdir(parents=True)
-    shutil.copytree(REPO / "solutions", root / "solutions")
-    shutil.copy(REPO / "nbgrader_config.py", root)
-    shutil.copy(REPO / "grading" / "nbgrader_config.py", root / "grading")
-    generate(["*"], root)
-    return root
+    return release_course(tmp_path_factory.mktemp("course") / "released")
 
 
 @pytest.fixture(scope="session")
 def graded_class(tmp_path_factory, released_course: Path) -> GradedClass:
-    """A class of students (see grading.py), graded by nbgrader."""
+    """A class of students (see round_trip.py), graded by nbgrader."""
     return grade_class(released_course, tmp_path_factory.mktemp("grading"))
 
 
@@ -37,3 +29,15 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     for item in items:
         if "graded_class" in getattr(item, "fixturenames", ()) and not item.get_closest_marker("timeout"):
             item.add_marker(pytest.mark.timeout(900))
+
+
+@pytest.hookimpl(hookwrapper=True, tryfirst=True)
+def pytest_runtest_protocol(item: pytest.Item, nextitem: pytest.Item | None):
+    # Each test's limit, set for an idle machine, stretched by how slowly the machine runs now
+    # (tests/machine.py), before pytest-timeout reads it.
+    marker = item.get_closest_marker("timeout")
+    limit = (marker.args[0] if marker.args else marker.kwargs.get("timeout")) if marker else None
+    limit = item.config.getini("timeout") if limit is None else limit
+    if limit and float(limit) > 0:
+        item.add_marker(pytest.mark.timeout(machine.scaled(float(limit))), append=False)
+    yield

@@ -22,11 +22,13 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 
+import machine
 import nbformat
 import pytest
 from course import (
     ASSIGNMENTS,
     NOT_FOR_STUDENTS,
+    REPO,
     WrongSubmission,
     exercise_tests,
     later_tests_needing,
@@ -39,7 +41,7 @@ from course import (
 from nbgrader.api import Gradebook
 
 from grading.preprocessors import imports_in, tampering
-from grading.release import nbgrader_environment
+from grading.release import generate, nbgrader_environment
 from grading.sandbox import bwrap_problem
 
 # Grading sandboxes every submission (grading/sandbox.py); where bubblewrap is missing, these
@@ -63,7 +65,7 @@ GRADING_SECONDS = {
     "07-sharded-data-parallel": 20.0,
     "08-combined-parallelism": 20.0,
 }
-CELL_TIMEOUT_S = 20  # nbgrader's per-cell limit in these runs (the course ships 120)
+CELL_TIMEOUT_S = 20  # nbgrader's per-cell limit in these runs on an idle machine (the course ships 120)
 
 
 @dataclass
@@ -185,7 +187,7 @@ def nbgrader(root: Path, *args: str) -> None:
             env=nbgrader_environment(),
             stdout=log,
             stderr=subprocess.STDOUT,
-            timeout=900,
+            timeout=machine.scaled(900),
         )
     if done.returncode:
         pytest.fail(
@@ -210,7 +212,13 @@ def grade_share(released: Path, root: Path, students: list[Student]) -> dict[tup
     for student in students:
         hand_in(root, student)
     nbgrader(
-        root, "autograde", "*", "--student", "*", f"--Execute.timeout={CELL_TIMEOUT_S}", *SANDBOX_OPTIONS
+        root,
+        "autograde",
+        "*",
+        "--student",
+        "*",
+        f"--Execute.timeout={round(machine.scaled(CELL_TIMEOUT_S))}",
+        *SANDBOX_OPTIONS,
     )
     if any(s.name == "solutions" for s in students):
         nbgrader(root, "generate_feedback", "*", "--student", "solutions")
@@ -256,3 +264,14 @@ def grade_class(released: Path, tmp: Path) -> GradedClass:
         grades = {key: value for part in parts for key, value in part.items()}
     print(f"\ngrading round trip: {len(STUDENTS)} submissions in {time.perf_counter() - start:.0f} s")
     return GradedClass(grades, tmp / "share-0")
+
+
+def release_course(root: Path) -> Path:
+    """A copy of the course at ``root`` with every assignment released by ``nbgrader
+    generate_assignment`` and recorded in its gradebook."""
+    (root / "grading").mkdir(parents=True)
+    shutil.copytree(REPO / "solutions", root / "solutions")
+    shutil.copy(REPO / "nbgrader_config.py", root)
+    shutil.copy(REPO / "grading" / "nbgrader_config.py", root / "grading")
+    generate(["*"], root)
+    return root

@@ -137,3 +137,12 @@ def test_a_rank_with_other_threads_is_never_judged_stuck() -> None:
     report = hang_report(2, circle, returned=[], silent=[], timeout=5)
     assert "its thread 'receiver' is at:" in report
     assert "rank 0 has other threads running, so launch cannot tell" in report
+
+
+def test_a_frame_without_a_line_number_is_shown_without_one() -> None:
+    # Python gives no line number for a frame caught between instructions, as a rank's can be while
+    # it imports on a busy machine; the hang report then names the file alone.
+    from launcher.errors import format_frame
+
+    frame = {"filename": "/somewhere/importing.py", "lineno": None, "name": "load"}
+    assert format_frame(frame) == '  File "/somewhere/importing.py", in load\n'
