@@ -85,9 +85,10 @@ def zero_bubble_order(
 def torch_order(actions: Sequence[Any], num_devices: int) -> list[tuple[str, int, int]]:
     """A rank's ``pipeline_order`` in torch's schedules as (kind, micro-batch, chunk) steps: its
     empty slots left out, a full backward or the input's one ``"B"``, the weights' ``"W"``."""
-    kinds = {"F": "F", "B": "B", "I": "B", "W": "W"}
+    # By the members' names: their values are letters in torch 2.13, numbers in 2.8.
+    kinds = {"FORWARD": "F", "FULL_BACKWARD": "B", "BACKWARD_INPUT": "B", "BACKWARD_WEIGHT": "W"}
     return [
-        (kinds[action.computation_type.value], action.microbatch_index, action.stage_index // num_devices)
+        (kinds[action.computation_type.name], action.microbatch_index, action.stage_index // num_devices)
         for action in actions
         if action is not None
     ]
