@@ -184,23 +184,26 @@ def interleaved_order(
 
 
 def _chunk_dependencies(key: tuple, num_devices: int, num_chunks: int) -> list[tuple]:
-    """What must finish before step ``key`` = (device, kind, micro-batch, chunk) may start."""
+    """What must finish before step ``key`` = (device, kind, micro-batch, chunk) may start. With the
+    backward split (zero bubble), B is the input's gradient, waiting for the next virtual stage's B
+    only, and W the weights', waiting for its own B."""
     device, kind, i, chunk = key
     last = num_devices - 1
     if kind == "F":
         if device > 0:
             return [(device - 1, "F", i, chunk)]
         return [(last, "F", i, chunk - 1)] if chunk > 0 else []
+    if kind == "W":
+        return [(device, "B", i, chunk)]
     if device < last:
         return [(device + 1, "B", i, chunk)]
     return [(0, "B", i, chunk + 1)] if chunk < num_chunks - 1 else [(device, "F", i, chunk)]
 
 
-def reference_simulate_interleaved(
-    orders: Sequence[Sequence[tuple[str, int, int]]], num_chunks: int, forward: float, backward: float
-) -> dict:
+def simulate_steps(orders: Sequence[Sequence[tuple[str, int, int]]], num_chunks: int, seconds: dict) -> dict:
     """When each step of these orders starts and ends, each as early as its device is free and
-    what it waits for has finished (the checks' own simulation, for predicted step times)."""
+    what it waits for has finished; ``seconds`` gives each kind of step ("F", "B", "W") its length.
+    The checks' own simulation, for predicted step times."""
     times: dict = {}
     done, free = [0] * len(orders), [0.0] * len(orders)
     while any(done[d] < len(order) for d, order in enumerate(orders)):
@@ -212,12 +215,19 @@ def reference_simulate_interleaved(
             waits = _chunk_dependencies(key, len(orders), num_chunks)
             if all(w in times for w in waits):
                 start = max([free[d]] + [times[w][1] for w in waits])
-                free[d] = start + (forward if key[1] == "F" else backward)
+                free[d] = start + seconds[key[1]]
                 times[key] = (start, free[d])
                 done[d], placed = done[d] + 1, True
         if not placed:
             raise ValueError("these orders wait on each other forever")
     return times
+
+
+def reference_simulate_interleaved(
+    orders: Sequence[Sequence[tuple[str, int, int]]], num_chunks: int, forward: float, backward: float
+) -> dict:
+    """``simulate_steps`` with a whole backward of one length."""
+    return simulate_steps(orders, num_chunks, {"F": forward, "B": backward})
 
 
 def check_simulate_interleaved(

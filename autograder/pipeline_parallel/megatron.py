@@ -16,6 +16,7 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from ..checks import counted, fail
+from .costs import _chunk_dependencies, simulate_steps
 
 _type = type
 
@@ -190,22 +191,6 @@ def in_flight_bound(num_devices: int, device: int, num_microbatches: int, num_ch
 # -- exercise: zero bubble, simulated ---------------------------------------------------------------
 
 
-def _split_dependencies(key: tuple, num_devices: int, num_chunks: int) -> list[tuple]:
-    """What must finish before step ``key`` = (device, kind, micro-batch, chunk) may start, with the
-    backward split: B waits for the next virtual stage's B only; W for its own B."""
-    device, kind, i, chunk = key
-    last = num_devices - 1
-    if kind == "F":
-        if device > 0:
-            return [(device - 1, "F", i, chunk)]
-        return [(last, "F", i, chunk - 1)] if chunk > 0 else []
-    if kind == "W":
-        return [(device, "B", i, chunk)]
-    if device < last:
-        return [(device + 1, "B", i, chunk)]
-    return [(0, "B", i, chunk + 1)] if chunk < num_chunks - 1 else [(device, "F", i, chunk)]
-
-
 def reference_simulate_zero_bubble(
     orders: Sequence[Sequence[tuple[str, int, int]]],
     num_chunks: int,
@@ -214,25 +199,8 @@ def reference_simulate_zero_bubble(
     backward_weight: float,
 ) -> dict:
     """When each step starts and ends, each as early as its device is free and what it waits for
-    has finished (the checks' own simulation)."""
-    duration = {"F": forward, "B": backward_input, "W": backward_weight}
-    times: dict = {}
-    done, free = [0] * len(orders), [0.0] * len(orders)
-    while any(done[d] < len(order) for d, order in enumerate(orders)):
-        placed = False
-        for d, order in enumerate(orders):
-            if done[d] == len(order):
-                continue
-            key = (d, *order[done[d]])
-            waits = _split_dependencies(key, len(orders), num_chunks)
-            if all(w in times for w in waits):
-                start = max([free[d]] + [times[w][1] for w in waits])
-                free[d] = start + duration[key[1]]
-                times[key] = (start, free[d])
-                done[d], placed = done[d] + 1, True
-        if not placed:
-            raise ValueError("these orders wait on each other forever")
-    return times
+    has finished (the checks' own simulation, ``costs.simulate_steps``, with the backward split)."""
+    return simulate_steps(orders, num_chunks, {"F": forward, "B": backward_input, "W": backward_weight})
 
 
 def check_simulate_zero_bubble(
@@ -268,7 +236,7 @@ def check_simulate_zero_bubble(
                 start, end = times[key]
                 if not math.isclose(end - start, duration[step[0]], abs_tol=1e-9):
                     fail(f"{what}: {key} runs from {start:g} to {end:g}; it lasts {duration[step[0]]:g}.")
-                needs = _split_dependencies(key, p, v)
+                needs = _chunk_dependencies(key, p, v)
                 ready = max([free] + [times[n][1] for n in needs])
                 if not math.isclose(start, ready, abs_tol=1e-9):
                     why = _why(key, needs)
