@@ -248,30 +248,46 @@ def check_simulate_interleaved(
             f"backward={backward:g})"
         )
         times = simulate_interleaved([list(order) for order in orders], v, forward=forward, backward=backward)
-        want_keys = {(d, kind, i, c) for d, order in enumerate(orders) for kind, i, c in order}
-        if _type(times) is not dict or set(times) != want_keys:
-            got = sorted(times)[:3] if _type(times) is dict else _type(times).__name__
-            fail(
-                f"{what}: expected a dict with a (device, kind, micro-batch, chunk) key for every step, "
-                f"such as {sorted(want_keys)[:2]}; got {got!r:.160}."
-            )
-        for d, order in enumerate(orders):
-            free = 0.0
-            for kind, i, c in order:
-                key = (d, kind, i, c)
-                start, end = times[key]
-                duration = forward if kind == "F" else backward
-                if not math.isclose(end - start, duration, abs_tol=1e-9):
-                    fail(f"{what}: {key} runs from {start} to {end}; it lasts {duration:g}.")
-                needs = _chunk_dependencies(key, p, v)
-                ready = max([free] + [times[n][1] for n in needs])
-                if not math.isclose(start, ready, abs_tol=1e-9):
-                    waited = ", ".join(str(n) for n in needs) or "nothing else"
-                    fail(
-                        f"{what}: {key} starts at {start:g}; it can start at {ready:g}, when device {d} is "
-                        f"free and {waited} has finished."
-                    )
-                free = end
+        expect_simulated(what, times, orders, v, {"F": forward, "B": backward})
+
+
+def _waited(key: tuple, needs: list[tuple]) -> str:
+    waited = ", ".join(str(n) for n in needs) or "nothing else"
+    return f"when device {key[0]} is free and {waited} has finished."
+
+
+def expect_simulated(
+    what: str,
+    times: Any,
+    orders: Sequence[Sequence[tuple[str, int, int]]],
+    num_chunks: int,
+    seconds: dict,
+    why: Callable[[tuple, list[tuple]], str] = _waited,
+) -> None:
+    """Check a simulation's ``times`` of these orders: a (start, end) for every step, of its kind's
+    length in ``seconds``, each device running its steps one at a time in its order, each as early
+    as the device is free and what it needs has finished (``why`` says what that was)."""
+    __tracebackhide__ = True
+    want_keys = {(d, *step) for d, order in enumerate(orders) for step in order}
+    if _type(times) is not dict or set(times) != want_keys:
+        got = sorted(times)[:3] if _type(times) is dict else _type(times).__name__
+        fail(
+            f"{what}: expected a dict with a (device, kind, micro-batch, chunk) key for every step, "
+            f"such as {sorted(want_keys)[:2]}; got {got!r:.160}."
+        )
+    p = len(orders)
+    for d, order in enumerate(orders):
+        free = 0.0
+        for step in order:
+            key = (d, *step)
+            start, end = times[key]
+            if not math.isclose(end - start, seconds[step[0]], abs_tol=1e-9):
+                fail(f"{what}: {key} runs from {start:g} to {end:g}; it lasts {seconds[step[0]]:g}.")
+            needs = _chunk_dependencies(key, p, num_chunks)
+            ready = max([free] + [times[n][1] for n in needs])
+            if not math.isclose(start, ready, abs_tol=1e-9):
+                fail(f"{what}: {key} starts at {start:g}; it can start at {ready:g}, {why(key, needs)}")
+            free = end
 
 
 def _microbatches(n: int) -> str:

@@ -11,12 +11,11 @@ schedules and compares them step by step.
 
 from __future__ import annotations
 
-import math
 from collections.abc import Callable, Sequence
 from typing import Any
 
 from ..checks import counted, fail
-from .costs import _chunk_dependencies, simulate_steps
+from .costs import expect_simulated, simulate_steps
 
 _type = type
 
@@ -221,27 +220,8 @@ def check_simulate_zero_bubble(
             f"forward={forward:g}, backward_input={backward_input:g}, backward_weight={backward_weight:g})"
         )
         times = simulate([list(order) for order in orders], v, forward, backward_input, backward_weight)
-        want_keys = {(d, *step) for d, order in enumerate(orders) for step in order}
-        if _type(times) is not dict or set(times) != want_keys:
-            got = sorted(times)[:3] if _type(times) is dict else _type(times).__name__
-            fail(
-                f"{what}: expected a dict with a (device, kind, micro-batch, chunk) key for every step, "
-                f"such as {sorted(want_keys)[:2]}; got {got!r:.160}."
-            )
-        duration = {"F": forward, "B": backward_input, "W": backward_weight}
-        for d, order in enumerate(orders):
-            free = 0.0
-            for step in order:
-                key = (d, *step)
-                start, end = times[key]
-                if not math.isclose(end - start, duration[step[0]], abs_tol=1e-9):
-                    fail(f"{what}: {key} runs from {start:g} to {end:g}; it lasts {duration[step[0]]:g}.")
-                needs = _chunk_dependencies(key, p, v)
-                ready = max([free] + [times[n][1] for n in needs])
-                if not math.isclose(start, ready, abs_tol=1e-9):
-                    why = _why(key, needs)
-                    fail(f"{what}: {key} starts at {start:g}; it can start at {ready:g}. {why}")
-                free = end
+        seconds = {"F": forward, "B": backward_input, "W": backward_weight}
+        expect_simulated(what, times, orders, v, seconds, _why)
 
 
 def _why(key: tuple, needs: list[tuple]) -> str:
@@ -249,13 +229,13 @@ def _why(key: tuple, needs: list[tuple]) -> str:
     waited = ", ".join(str(n) for n in needs) or "nothing on another device"
     if kind == "B" and needs and needs[0][1] == "B" and needs[0][0] != device:
         return (
-            f"A B waits for the next virtual stage's B of its micro-batch ({needs[0]}) and no more: that B "
-            "sent back the gradient of its input. The W that follows it there computes only its own "
+            f"as a B waits for the next virtual stage's B of its micro-batch ({needs[0]}) and no more: "
+            "that B sent back the gradient of its input. The W that follows it there computes only its own "
             "weights' gradient, which no other stage needs."
         )
     if kind == "W":
-        return f"A W waits for nothing but device {device} being free and its own B, {needs[0]}."
-    return f"It waits for device {device} to be free and for {waited}."
+        return f"as a W waits for nothing but device {device} being free and its own B, {needs[0]}."
+    return f"when device {device} is free and {waited} has finished."
 
 
 def check_interleaved_1f1b_run(
