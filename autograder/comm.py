@@ -127,13 +127,20 @@ class CommLog:
             self._enter_collectives()
         group = dist.ProcessGroup
         names = ("send", "recv", "recv_anysource")
-        self._originals = {name: getattr(group, name) for name in names}
+        collectives = [name for name in _GROUP_COLLECTIVES if name in vars(group)]
+        self._originals = {name: getattr(group, name) for name in (*names, *collectives)}
         # What is put back: the class's own entries (getattr gives a function that, set back
         # on the class, no longer binds the group it is called on).
-        self._saved = {name: vars(group)[name] for name in names}
+        self._saved = {name: vars(group)[name] for name in (*names, *collectives)}
         group.send = self._recording("send", self._originals["send"])
         group.recv = self._recording("recv", self._originals["recv"])
         group.recv_anysource = self._recording("recv", self._originals["recv_anysource"], any_source=True)
+        # Every collective a group is asked for also reaches the dispatcher, where the checks
+        # count it; one that does not was run with the dispatcher's modes turned off
+        # (``_disable_current_modes``), out of their sight.
+        self._asked = [0]
+        for name in collectives:
+            setattr(group, name, _counted(self._originals[name], self._asked))
         return self
 
     def _enter_collectives(self) -> None:
@@ -148,14 +155,22 @@ class CommLog:
     def __exit__(self, *exc: Any) -> None:
         for name, saved in self._saved.items():
             setattr(dist.ProcessGroup, name, saved)
-        if self._counting is None:
-            self._sizing.__exit__(*exc)
-            return
-        self._counting.__exit__(*exc)
+        if self._counting is not None:
+            self._counting.__exit__(*exc)
         self._sizing.__exit__(*exc)
-        for op, count in self._counting.get_comm_counts().items():
-            name = _COLLECTIVE_NAMES.get(getattr(op, "__name__", str(op)).split(".")[-1], str(op))
-            self.collectives[name] = self.collectives.get(name, 0) + count
+        if self._counting is not None:
+            for op, count in self._counting.get_comm_counts().items():
+                name = _COLLECTIVE_NAMES.get(getattr(op, "__name__", str(op)).split(".")[-1], str(op))
+                self.collectives[name] = self.collectives.get(name, 0) + count
+        seen = self._sizing.seen_from_groups
+        if exc[0] is None and self._asked[0] > seen:
+            from .checks import fail
+
+            fail(
+                f"{self._asked[0] - seen} of the collectives this rank ran were hidden from the checks' "
+                "counting (run with torch's dispatch modes turned off, as _disable_current_modes does): "
+                "run every collective in the open."
+            )
 
     def _recording(self, direction: str, original: Any, any_source: bool = False) -> Any:
         messages, keep = self.messages, self.keep_sent and direction == "send"
@@ -196,6 +211,7 @@ class _CollectiveSizes(TorchDispatchMode):
     def __init__(self, calls: list[Collective]) -> None:
         super().__init__()
         self.calls = calls
+        self.seen_from_groups = 0  # the c10d ops a process group's methods dispatch
 
     def __torch_dispatch__(self, func: Any, types: Any, args: tuple = (), kwargs: dict | None = None) -> Any:
         op = func.overloadpacket.__name__
@@ -203,7 +219,42 @@ class _CollectiveSizes(TorchDispatchMode):
         if name and func.namespace in ("c10d", "_c10d_functional"):
             given = args[_CONTRIBUTED_ARGUMENT.get(op, 0)] if args else None
             self.calls.append(Collective(name, _numels(args), sum(_numels(given))))
+            self.seen_from_groups += func.namespace == "c10d"
         return func(*args, **(kwargs or {}))
+
+
+# A process group's methods that run a collective (each dispatches one c10d op the checks count).
+_GROUP_COLLECTIVES = (
+    "broadcast",
+    "allreduce",
+    "allreduce_coalesced",
+    "reduce",
+    "allgather",
+    "allgather_coalesced",
+    "allgather_into_tensor_coalesced",
+    "_allgather_base",
+    "gather",
+    "scatter",
+    "reduce_scatter",
+    "_reduce_scatter_base",
+    "reduce_scatter_tensor_coalesced",
+    "alltoall_base",
+    "alltoall",
+    # (torch 2.13's names)
+    "all_gather_single",
+    "all_gather_single_coalesced",
+    "reduce_scatter_single",
+    "reduce_scatter_single_coalesced",
+    "all_to_all_single",
+)
+
+
+def _counted(method: Any, asked: list[int]) -> Any:
+    def counted(group: Any, *args: Any, **kwargs: Any) -> Any:
+        asked[0] += 1
+        return method(group, *args, **kwargs)
+
+    return counted
 
 
 def _numels(value: Any) -> list[int]:

@@ -35,6 +35,7 @@ from nbgrader.preprocessors import Execute
 from traitlets import Bool, Enum, Integer, Unicode
 
 from . import spare_kernel
+from .hidden_tests import BEGIN, split
 from .kernel_client import PromptKernelClient
 from .sandbox import (
     INSTALL,
@@ -193,6 +194,11 @@ class SandboxedExecute(Execute):
         if self._stopped is not None:
             cell.outputs = [_error("NotRun", f"This cell was not run: {self._stopped}.")]
             return cell, self.resources
+        source, regions = cell.source, None
+        if isinstance(self.kc, PromptKernelClient) and self.guard and _is_test(cell) and BEGIN in source:
+            # The hidden regions travel beside the code, never as it (launcher/hidden_tests.py).
+            cell.source, regions = split(source)
+            self.kc.hidden_tests = regions
         try:
             cell, resources = super().preprocess_cell(cell, resources, index)
         except (DeadKernelError, CellTimeoutError) as error:
@@ -202,10 +208,13 @@ class SandboxedExecute(Execute):
             message = f"The kernel stopped during this cell: {self._stopped}."
             cell.outputs.append(_error("KernelStopped", message))
             return cell, self.resources
+        finally:
+            if regions is not None:
+                cell.source, self.kc.hidden_tests = source, None
         if self._check_budget() and any(o.get("ename") == "CellTimeoutError" for o in cell.outputs):
             message = f"This cell was stopped: {self._stopped}."
             cell.outputs.append(_error("NotebookTimeout", message))
-        elif self.guard and utils.is_grade(cell) and not utils.is_solution(cell):
+        elif self.guard and _is_test(cell):
             changed = self._changed_while_running()
             if changed is not None:
                 cell.outputs = [_error("TamperingDetected", changed)]
@@ -257,6 +266,10 @@ class SandboxedExecute(Execute):
             note = f"\n[output cut: this cell wrote more than {self.max_output:,} characters]\n"
             outs.append(nbformat.v4.new_output("stream", name="stdout", text=note))
         return None
+
+
+def _is_test(cell: Any) -> bool:
+    return utils.is_grade(cell) and not utils.is_solution(cell)
 
 
 def _error(name: str, message: str) -> Any:

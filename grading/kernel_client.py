@@ -18,6 +18,8 @@ from jupyter_client.asynchronous import AsyncKernelClient
 from jupyter_client.channels import AsyncZMQSocketChannel
 from traitlets import Type
 
+from .hidden_tests import METADATA_KEY
+
 POLL_SLICE_S = 1.0  # how long a wait for a kernel's message goes without looking again
 
 
@@ -36,9 +38,28 @@ class PromptChannel(AsyncZMQSocketChannel):
 
 
 class PromptKernelClient(AsyncKernelClient):
-    """A kernel client whose channels are `PromptChannel` s."""
+    """A kernel client whose channels are `PromptChannel` s, and which sends a test cell's
+    hidden regions, when given them, in its execute request's metadata (grading/hidden_tests.py)."""
 
     shell_channel_class = Type(PromptChannel)
     iopub_channel_class = Type(PromptChannel)
     stdin_channel_class = Type(PromptChannel)
     control_channel_class = Type(PromptChannel)
+    hidden_tests: list[str] | None = None  # the next execute request's, then cleared
+
+    def execute(self, code: str, *args: Any, **kwargs: Any) -> str:
+        regions, self.hidden_tests = self.hidden_tests, None
+        if regions is None:
+            return super().execute(code, *args, **kwargs)
+        # (What jupyter_client's execute sends, with the metadata it has no argument for.)
+        content = {
+            "code": code,
+            "silent": False,
+            "store_history": kwargs.get("store_history", True),
+            "user_expressions": {},
+            "allow_stdin": False,
+            "stop_on_error": kwargs.get("stop_on_error", True),
+        }
+        message = self.session.msg("execute_request", content, metadata={METADATA_KEY: regions})
+        self.shell_channel.send(message)
+        return message["header"]["msg_id"]

@@ -73,9 +73,10 @@ class ForkServer:
         boot = (
             "import signal; signal.signal(signal.SIGINT, signal.SIG_IGN); "
             "import sys; sys.path.insert(0, sys.argv[2]); "
-            "from launcher.forkserver import serve; serve(int(sys.argv[1]), sys.argv[3:])"
+            "from launcher.forkserver import serve; serve(int(sys.argv[1]), sys.argv[4:], sys.argv[3])"
         )
-        env = dict(os.environ)
+        env = dict(_FIXED[0]) if _FIXED else dict(os.environ)
+        allowed = ",".join(_FIXED[1]) if _FIXED else ""
         if sys.platform == "darwin":
             # Forking after importing torch can trip the Objective-C runtime's fork check.
             env.setdefault("OBJC_DISABLE_INITIALIZE_FORK_SAFETY", "YES")
@@ -83,7 +84,7 @@ class ForkServer:
         # if it fails. The ranks get their own stdout and stderr.
         self.log = tempfile.TemporaryFile()  # noqa: SIM115 - kept open as long as the server runs
         self.process = subprocess.Popen(
-            [sys.executable, "-c", boot, str(theirs.fileno()), package_parent, *preload],
+            [sys.executable, "-c", boot, str(theirs.fileno()), package_parent, allowed, *preload],
             pass_fds=(theirs.fileno(),),
             stdin=subprocess.DEVNULL,
             stdout=self.log,
@@ -188,16 +189,38 @@ class ForkServer:
 _server: ForkServer | None = None
 _server_lock = threading.Lock()
 _preloaded: list[str] = []
+_shut_down = False  # when grading: `shutdown` was called, and no server may start again
+# When grading: the environment every fork server starts with, and the packages whose modules it
+# may import (see `fix`). A tuple, so that it cannot be changed in place.
+_FIXED: tuple[tuple[tuple[str, str], ...], tuple[str, ...]] | None = None
+
+
+def fix(allowed: tuple[str, ...]) -> None:
+    """Fix the fork server for grading, before any submission's code runs: it starts from the
+    environment this process has now, imports only modules of the ``allowed`` packages (a
+    submission's module, preloaded, would run before each rank's guard takes its baseline),
+    and once `shutdown` has stopped it, never starts again (a server the launcher itself
+    retires, after an interrupt cut a message in half, is started again from that same
+    environment)."""
+    global _FIXED
+    if _FIXED is None:
+        _FIXED = (tuple(os.environ.items()), tuple(allowed))
 
 
 def get_server() -> ForkServer:
-    """The running fork server, started on first use (or again if it died or was retired)."""
+    """The running fork server, started on first use (or again if it died or was retired, except
+    when grading: see `fix`)."""
     global _server
     with _server_lock:
         if _server is not None and not _server.alive():
             _server.close(wait=2)  # broken or dead: it may still hold ranks that must go
             _server = None
         if _server is None:
+            if _FIXED and _shut_down:
+                raise ForkServerError(
+                    "the launcher's fork server was shut down, and grading starts it only once (so that "
+                    "no submission can start it again as it likes): the launches after this one fail."
+                )
             _server = ForkServer(_preloaded)
         return _server
 
@@ -233,9 +256,11 @@ def preload(*modules: str) -> None:
 
 
 def shutdown() -> None:
-    """Stop the fork server, if one is running. The next `launch` starts a new one."""
-    global _server
+    """Stop the fork server, if one is running. The next `launch` starts a new one (except when
+    grading: see `fix`)."""
+    global _server, _shut_down
     with _server_lock:
+        _shut_down = _FIXED is not None
         if _server is not None:
             _server.close()
             _server = None
@@ -244,8 +269,11 @@ def shutdown() -> None:
 # -- the server's side ------------------------------------------------------------------------
 
 
-def serve(fd: int, preload: list[str]) -> None:
-    """Main loop of the fork server process."""
+def serve(fd: int, preload: list[str], allowed: str = "") -> None:
+    """Main loop of the fork server process; with ``allowed`` (packages, comma-separated), it
+    imports only their modules."""
+    global _ALLOWED
+    _ALLOWED = tuple(filter(None, allowed.split(",")))
     sock = socket.socket(fileno=fd)
     try:
         import cloudpickle  # noqa: F401 - preloaded so that every rank has it already
@@ -259,6 +287,7 @@ def serve(fd: int, preload: list[str]) -> None:
         sock.sendall(frame(("failed", traceback.format_exc())))
         return
     _import_quietly(preload)
+    _note_for_ranks()
     _raise_file_limit()
     _become_subreaper()
 
@@ -296,6 +325,7 @@ def serve(fd: int, preload: list[str]) -> None:
                 sock.sendall(frame(("started", launch_id, pids)))
             elif message[0] == "preload":
                 _import_quietly(message[1])
+                _note_for_ranks()
             elif message[0] == "kill":
                 for pid, (launch_id, _) in children.items():
                     if launch_id == message[1]:
@@ -316,9 +346,23 @@ def _wait(sock: socket.socket, wakeup_r: int) -> list:
         return [key.fileobj for key, _ in selector.select()]
 
 
+_ALLOWED: tuple[str, ...] = ()  # in the server: the packages it may import from, if limited
+
+
+def _note_for_ranks() -> None:
+    """When grading, note what the ranks' guard compares with here, once, rather than in every
+    rank: a rank is forked from this process before any submission's code runs in it."""
+    if _ALLOWED:
+        from . import guard
+
+        guard.note_for_ranks(tuple(p for p in _ALLOWED if p not in ("torch", "numpy")))
+
+
 def _import_quietly(modules: list[str]) -> None:
     """Import what was asked for; a module that fails here fails, visibly, in the ranks instead."""
     for module in modules:
+        if _ALLOWED and module.split(".")[0] not in _ALLOWED:
+            continue  # (when grading: a module of the submission's own is imported in its rank)
         with contextlib.suppress(Exception):
             importlib.import_module(module)
     # Objects created so far are never freed; keeping the collector off them saves every

@@ -5,96 +5,120 @@ Grading installs it in every submission's kernel (grading/sandbox.py starts kern
 hook (PEP 578), which code cannot remove once added, and it does two things:
 
 - It refuses what only code reaching into other code needs: another frame (``sys._getframe``,
-  ``inspect``'s and ``traceback``'s stack functions, a traceback's or generator's frame), every
-  object in the interpreter (``gc.get_objects`` and ``get_referrers``), tracing
-  (``sys.settrace``, ``sys.setprofile``), ``ctypes``, and making code objects. It refuses them
-  only to a submission's own code: a frame in a notebook cell's file, however the call is
-  spelled; torch and the course may still do these things.
-- It notes what grading relies on when it is installed: the functions and classes of the
-  course's packages, of torch's and of builtins, the classes' methods, which modules
-  ``sys.modules`` holds for them, and the IPython shell's input transformers and exception
-  handlers. As each cell starts, and when a rank's function returns, it compares them: if
-  anything was replaced, deleted or added to, the cell (or the rank) fails with
-  `TamperingDetected`, so that no test after tampering can pass.
+  a traceback's or generator's frame, a function's code), every object in the interpreter
+  (``gc``), tracing and profiling, ``ctypes``, making code objects (``marshal`` included) or code
+  under a library's file name, and adding an audit hook. Who asks decides, by an allow-list:
+  the course's packages and torch may; the standard library and the installed libraries act on
+  their caller's behalf, so the first frame above them decides, except for the few of their
+  functions that use a frame only for themselves (logging finding its caller, say); anything
+  else (a notebook cell, a module the submission wrote, code it made from a string) is refused.
+- It notes what grading relies on when it is installed (launcher/guard_state.py) and, as each
+  cell starts, after each test cell and when a rank's function returns, compares: if anything
+  was replaced, deleted or added to, the cell (or the rank) fails with `TamperingDetected`, so
+  that no test after tampering can pass.
 
 Nothing here runs when you work on a notebook yourself: only grading installs it.
 """
 
 from __future__ import annotations
 
-import contextlib
-import functools
 import importlib
 import importlib.util
-import inspect
 import os
 import pkgutil
 import re
 import sys
+import sysconfig
 import threading
-import traceback
 import types
 from typing import Any
 
+from . import guard_state
+
 # A notebook cell's file: ipykernel's (``/tmp/ipykernel_<pid>/<hash>.py``) or IPython's own.
 CELL_FILE = re.compile(r"(ipykernel_\d+[/\\]\d+\.py|<ipython-input-[\d-]+-[0-9a-f]+>)$")
-# Calls a frame in these modules makes on behalf of its caller (``inspect.currentframe()``).
-ON_BEHALF = {inspect.__file__, traceback.__file__}
-# Audit events that each of Python 3.10 to 3.13 raises (checked on each); the last is 3.12's.
+# Audit events refused to a submission (each of Python 3.10 to 3.13 raises them; the last is 3.12's).
 REFUSED = {
     "sys._getframe",
     "sys._current_frames",
     "sys.settrace",
     "sys.setprofile",
+    "sys.addaudithook",
     "gc.get_objects",
     "gc.get_referrers",
     "gc.get_referents",
     "code.__new__",
     "function.__new__",
+    "marshal.loads",
+    "marshal.load",
     "sys.monitoring.register_callback",
 }
 FRAME_ATTRIBUTES = {"tb_frame", "gi_frame", "cr_frame", "ag_frame", "__code__"}
-
-WATCHED_MODULES = (
-    "builtins",
-    "math",
-    "operator",
-    "numpy",
-    "torch",
-    "torch.testing",
-    "torch.nn",
-    "torch.nn.functional",
-    "torch.autograd",
-    "torch.distributed",
-    "torch.distributed.distributed_c10d",
-)
-WATCHED_CLASSES = (
-    ("torch", "Tensor"),
-    ("torch._C", "TensorBase"),
-    ("torch.nn", "Module"),
-    ("torch.nn", "Parameter"),
-    ("torch.autograd", "Function"),
-    ("torch.distributed", "ProcessGroup"),
-    ("torch.distributed", "Work"),
-)
-# The shell's methods through which a cell runs and its errors are shown.
-SHELL_METHODS = (
-    "run_cell",
-    "run_cell_async",
-    "run_ast_nodes",
-    "run_code",
-    "transform_cell",
-    "transform_ast",
-    "showtraceback",
-    "_showtraceback",
-    "showsyntaxerror",
-)
 VERIFY_EVENT = "launcher.guard.verify"
-# Where torch's own code lies: torch may wrap its functions later (torch._dynamo wraps
-# torch.manual_seed when an optimizer's first step imports it).
+TAKEN_EVENT = "launcher.hidden_tests.taken"  # a cell's hidden tests, run before the cell ran them
+
+# Who may ask: the course's packages and torch. (Where torch's own code lies matters also
+# because torch may wrap its functions later: torch._dynamo wraps torch.manual_seed.)
 TORCH = os.path.dirname(importlib.util.find_spec("torch").origin) + os.sep
-# What the kernel itself swaps for every request it runs (ipykernel's stdin for ``input``).
-SWAPPED = {"builtins.input"}
+COURSE = os.path.dirname(os.path.dirname(os.path.abspath(__file__))) + os.sep
+TRUSTED = (TORCH, *(f"{COURSE}{package}{os.sep}" for package in ("launcher", "autograder", "visuals")))
+
+
+def _library_folders() -> tuple[str, ...]:
+    """Where the standard library and the installed libraries lie: Python's own folders, and
+    every folder a module imported so far (before any submission's code runs) was found in
+    (an environment may reach its packages through a .pth file), but the course's own and the
+    working folder, where a submission's files are."""
+    paths = sysconfig.get_paths()
+    folders = {paths[key] for key in ("stdlib", "platstdlib", "purelib", "platlib") if paths.get(key)}
+    for name, module in list(sys.modules.items()):
+        path = getattr(module, "__file__", None)
+        if not isinstance(path, str) or name == "__main__":
+            continue
+        path = os.path.abspath(path)
+        folder = path
+        for _ in range(name.count(".") + 1 + (os.path.basename(path).startswith("__init__."))):
+            folder = os.path.dirname(folder)
+        # (Only where the module's top-level name lies: an alias, ``os.path`` say, is not.)
+        if path.startswith(os.path.join(folder, name.split(".")[0])):
+            folders.add(folder)
+    folders = {os.path.join(folder, "") for folder in folders}
+    folders -= {COURSE, os.path.join(os.getcwd(), "")}
+    return tuple(sorted(folders))
+
+
+# Code that acts on its caller's behalf: the standard library and the installed libraries.
+LIBRARIES = _library_folders()
+# The code on the stack when the guard was installed: the process's own start (a kernel started
+# by ``python -c``, say), which acts for no submission.
+_STARTUP: frozenset[types.CodeType] = frozenset()
+# Functions of theirs that use a frame, or make code, only for themselves (None: to read the
+# caller's module name, or to warn), and those that hand on what they took ("caller": IPython
+# gives a magic its caller's variables), which may take no frame further up than the code that
+# called them, else a submission could have them take the frame of a check that called it.
+PRIVATE_USERS: dict[tuple[str, str], str | None] = {
+    ("logging/__init__.py", "Logger.findCaller"): None,
+    ("logging/__init__.py", "Handler.handleError"): None,  # (it prints a failed record's traceback)
+    ("warnings.py", "warn"): None,
+    ("collections/__init__.py", "namedtuple"): None,
+    ("enum.py", "EnumType._create_"): None,
+    ("gettext.py", "_as_int"): None,
+    ("subprocess.py", "_text_encoding"): None,
+    ("typing.py", "_caller"): None,
+    ("typing_extensions.py", "_caller"): None,
+    ("typing_extensions.py", "_has_generic_or_protocol_as_origin"): None,
+    ("matplotlib/_api/__init__.py", "warn_external"): None,
+    ("traitlets/traitlets.py", "TraitType.__init__"): None,
+    ("ipywidgets/widgets/utils.py", "deprecation"): None,
+    ("ipywidgets/widgets/widget.py", "*"): None,
+    ("IPython/core/magic.py", "*"): None,
+    ("IPython/core/interactiveshell.py", "InteractiveShell.run_line_magic"): "caller",
+    ("IPython/core/interactiveshell.py", "InteractiveShell.run_cell_magic"): "caller",
+    ("IPython/core/interactiveshell.py", "InteractiveShell.var_expand"): "caller",
+    ("IPython/core/interactiveshell.py", "InteractiveShell.push"): "caller",
+    # importlib loading a module from its source (the code it makes carries that file's name)
+    ("<frozen importlib._bootstrap_external>", "SourceLoader.get_code"): None,
+}
 
 
 class TamperingDetected(RuntimeError):
@@ -119,23 +143,35 @@ def install(*packages: str, rank: bool = False) -> None:
     checks rely on) whole, note what grading relies on, and add the audit hook. Once only.
 
     A ``rank`` was forked with them imported already (the kernel's install preloads them into
-    the launcher's fork server), and notes them in milliseconds."""
-    global _installed
+    the launcher's fork server), and notes them in milliseconds. In the kernel, the fork server
+    is fixed from now on (launcher/forkserver.py): started from the environment the kernel has
+    now, never restarted, importing only the course's and torch's modules; and each request's
+    hidden tests are sealed as the kernel reads it (launcher/hidden_tests.py)."""
+    global _installed, _STARTUP
     if _installed:
         return
     packages = tuple(dict.fromkeys(("launcher", *packages)))
+    if rank and _baseline is not None and set(packages) <= set(_baseline[0]):
+        noted = _baseline[1]  # the fork server's, taken before any submission's code ran
+    elif rank:
+        noted = guard_state.note(packages)
     if not rank:
+        _STARTUP = frozenset(_codes_on_the_stack())
         for package in packages:
             _import_all(package)
-        from .forkserver import preload
+        from . import forkserver, hidden_tests
 
-        preload(*sorted(name for name in sys.modules if name.split(".")[0] in packages))
-    noted = _note(packages)
+        forkserver.fix(allowed=("torch", "numpy", "visuals", *packages))
+        forkserver.preload(*sorted(name for name in sys.modules if name.split(".")[0] in packages))
+        hidden_tests.receive_from_the_grader()
+        noted = guard_state.note(packages)
     # Turning the guard off must show too: ranks started after it would not be guarded.
-    noted["namespaces"]["launcher.guard"]["_installed"] = packages
+    noted["namespaces"]["launcher.guard"][0]["_installed"] = packages
     local = threading.local()
 
     def hook(event: str, args: tuple) -> None:
+        if event == "object.__getattr__" and args[1] not in FRAME_ATTRIBUTES:
+            return  # (the most frequent event by far: a function's defaults read, say)
         if getattr(local, "busy", False):
             return  # the hook's own calls (it reads frames itself)
         local.busy = True
@@ -146,6 +182,26 @@ def install(*packages: str, rank: bool = False) -> None:
 
     sys.addaudithook(hook)
     _installed = packages
+
+
+# In the fork server, when grading: what grading relies on, noted once there (and again after
+# each preload), so that every rank it forks starts with it rather than noting it again.
+_baseline: tuple[tuple[str, ...], dict[str, Any]] | None = None
+
+
+def note_for_ranks(packages: tuple[str, ...]) -> None:
+    """In the fork server: note what grading relies on, for the ranks it will fork."""
+    global _baseline
+    packages = tuple(dict.fromkeys(("launcher", *packages)))
+    _baseline = (packages, guard_state.note(packages))
+
+
+def _codes_on_the_stack() -> list[types.CodeType]:
+    codes, frame = [], sys._getframe(1)
+    while frame is not None:
+        codes.append(frame.f_code)
+        frame = frame.f_back
+    return codes
 
 
 def verify() -> None:
@@ -160,174 +216,39 @@ def _import_all(package: str) -> None:
         importlib.import_module(info.name)
 
 
-# -- what grading relies on ------------------------------------------------------------------
-
-
-CODE_TYPES = (
-    type,
-    types.ModuleType,
-    types.FunctionType,
-    types.BuiltinFunctionType,
-    types.MethodType,
-    types.WrapperDescriptorType,
-    types.MethodDescriptorType,
-    types.ClassMethodDescriptorType,
-    types.GetSetDescriptorType,
-    types.MemberDescriptorType,
-    property,
-    staticmethod,
-    classmethod,
-    functools.partial,
-)
-
-
-def _is_code(value: Any) -> bool:
-    # By the value's type alone: reading an attribute of it may run code (or warn).
-    return issubclass(type(value), CODE_TYPES)
-
-
-def _note(packages: tuple[str, ...]) -> dict[str, Any]:
-    modules = {
-        name: module
-        for name, module in list(sys.modules.items())
-        if module is not None and (name in WATCHED_MODULES or name.split(".")[0] in packages)
-    }
-    namespaces = {name: _code_in(vars(module)) for name, module in modules.items()}
-    classes = {}
-    for name, module in modules.items():
-        if name.split(".")[0] in packages:
-            for value in vars(module).values():
-                if isinstance(value, type) and value.__module__ == name:
-                    classes[f"{name}.{value.__qualname__}"] = value
-    for module_name, class_name in WATCHED_CLASSES:
-        module = sys.modules.get(module_name)
-        if module is not None and isinstance(getattr(module, class_name, None), type):
-            classes[f"{module_name}.{class_name}"] = getattr(module, class_name)
-    return {
-        "modules": modules,
-        "namespaces": namespaces,
-        "classes": {name: (cls, _code_in(vars(cls))) for name, cls in classes.items()},
-        "shell": None,  # noted as the first cell starts: the kernel is still setting it up now
-    }
-
-
-def _code_in(namespace: Any) -> dict[str, Any]:
-    return {key: value for key, value in namespace.items() if _is_code(value)}
-
-
-def _shell() -> Any:
-    ipython = sys.modules.get("IPython")
-    return ipython.get_ipython() if ipython is not None else None
-
-
-def _shell_state() -> dict[str, Any] | None:
-    shell = _shell()
-    if shell is None:
-        return None
-    return {
-        "shell": shell,
-        "lists": {
-            name: list(getattr(shell, name, []))
-            for name in ("input_transformers_cleanup", "input_transformers_post", "ast_transformers")
-        },
-        "manager": list(getattr(shell.input_transformer_manager, "cleanup_transforms", []))
-        + list(getattr(shell.input_transformer_manager, "line_transforms", [])),
-        "custom_exceptions": shell.custom_exceptions,
-        "CustomTB": shell.CustomTB,
-        "class": type(shell),
-        "methods": {name: vars(shell)[name] for name in SHELL_METHODS if name in vars(shell)},
-    }
-
-
-def _changes(noted: dict[str, Any]) -> list[str]:
-    """What was replaced, deleted or added to since it was noted, by dotted name."""
-    changed = []
-    for name, module in noted["modules"].items():
-        if sys.modules.get(name) is not module:
-            changed.append(f"sys.modules[{name!r}]")
-        now = vars(module)
-        changed += [
-            f"{name}.{key}"
-            for key, value in noted["namespaces"][name].items()
-            if now.get(key) is not value
-            and f"{name}.{key}" not in SWAPPED
-            and not _torch_wraps(now.get(key), value)
-        ]
-    for name, (cls, methods) in noted["classes"].items():
-        now = vars(cls)
-        changed += [f"{name}.{key}" for key, value in methods.items() if now.get(key) is not value]
-        changed += [
-            f"{name}.{key}" for key in now.keys() - methods.keys() if _is_code(now[key]) and key[:2] != "__"
-        ]
-    shell = noted["shell"]
-    if shell is not None:
-        changed += _shell_changes(shell)
-    return changed
-
-
-def _torch_wraps(new: Any, old: Any) -> bool:
-    """Whether ``new`` is torch's own wrapper of ``old`` (its code in torch's folder, which no
-    submission's code can claim: compiling code under another file's name is refused)."""
-    return (
-        isinstance(new, types.FunctionType)
-        and getattr(new, "__wrapped__", None) is old
-        and new.__code__.co_filename.startswith(TORCH)
-        and any(value is old for value in _closed_over(new))  # what it calls, not what it says
-    )
-
-
-def _closed_over(function: types.FunctionType) -> list[Any]:
-    values = []
-    for cell in function.__closure__ or ():
-        with contextlib.suppress(ValueError):  # a cell not yet filled
-            values.append(cell.cell_contents)
-    return values
-
-
-def _same_items(now: Any, noted: list | tuple) -> bool:
-    # By identity: a student's object may define == as it likes.
-    now = list(now)
-    return len(now) == len(noted) and all(a is b for a, b in zip(now, noted, strict=True))
-
-
-def _shell_changes(noted: dict[str, Any]) -> list[str]:
-    shell, changed = noted["shell"], []
-    if type(shell) is not noted["class"]:
-        changed.append("the IPython shell's class")
-    for name, items in noted["lists"].items():
-        if not _same_items(getattr(shell, name, []), items):
-            changed.append(f"the IPython shell's {name}")
-    manager = shell.input_transformer_manager
-    now = list(getattr(manager, "cleanup_transforms", [])) + list(getattr(manager, "line_transforms", []))
-    if not _same_items(now, noted["manager"]):
-        changed.append("the IPython shell's input transformers")
-    same_handler = shell.CustomTB is noted["CustomTB"]
-    if not (same_handler and _same_items(shell.custom_exceptions, noted["custom_exceptions"])):
-        changed.append("the IPython shell's exception handler")
-    now = {name: vars(shell)[name] for name in SHELL_METHODS if name in vars(shell)}
-    changed += [f"the IPython shell's {name}" for name in now if now[name] is not noted["methods"].get(name)]
-    return changed
-
-
 # -- the audit hook --------------------------------------------------------------------------
 
 
 def _on_event(event: str, args: tuple, noted: dict[str, Any]) -> None:
     if event == "exec" and args and isinstance(args[0], types.CodeType):
-        if CELL_FILE.search(args[0].co_filename):
+        filename = args[0].co_filename
+        # Once a cell (IPython runs a cell's statements one by one, each from the cell's file,
+        # which is new for every cell run).
+        if filename != noted["cell"] and CELL_FILE.search(filename):
+            noted["cell"] = filename
             if noted["shell"] is None:
-                noted["shell"] = _shell_state()
+                noted["shell"] = guard_state.shell_state()
             _raise_if_changed(noted, "code run before this cell")
         return
     if event == VERIFY_EVENT:
         _raise_if_changed(noted, "code run in this rank")
         return
+    if event == TAKEN_EVENT:
+        noted["taken"] = True
+        return
     refused = event in REFUSED or event.startswith("ctypes.")
     if event == "compile" and len(args) > 1 and isinstance(args[1], str):
-        refused = not (args[1].startswith("<") and args[1].endswith(">"))  # a real file's name
+        refused = args[1].startswith((*TRUSTED, *LIBRARIES))  # code claiming a library's file
     if event == "object.__getattr__":
         refused = len(args) > 1 and args[1] in FRAME_ATTRIBUTES
-    if refused and _from_a_cell():
+    if not refused:
+        return
+    # Tracing set up in a thread the submission started (``threading.settrace``) has no caller.
+    alone = event in ("sys.settrace", "sys.setprofile")
+    taken = args[0] if event == "sys._getframe" and args and isinstance(args[0], types.FrameType) else None
+    if _asked_by_a_submission(sys._getframe(2), alone, taken):
+        if event == "sys.addaudithook":
+            noted["refused_hook"] = True  # (Python drops the hook and this error silently)
         what = f"{event} ({args[1]})" if event == "object.__getattr__" else event
         raise TamperingRefused(
             f"grading refuses {what} to a submission's code: it reaches into other code's frames "
@@ -336,7 +257,7 @@ def _on_event(event: str, args: tuple, noted: dict[str, Any]) -> None:
 
 
 def _raise_if_changed(noted: dict[str, Any], who: str) -> None:
-    changed = _changes(noted)
+    changed = guard_state.changes(noted, submissions_code)
     if changed:
         more = f" and {len(changed) - 1} more" if len(changed) > 1 else ""
         raise TamperingDetected(
@@ -345,18 +266,59 @@ def _raise_if_changed(noted: dict[str, Any], who: str) -> None:
         )
 
 
-def _from_a_cell() -> bool:
-    """Whether the code that caused the event is a submission's: the first frame outside this
-    hook, outside code that acts on its caller's behalf (inspect, traceback) and outside code
-    made from a string (``exec``), that lies in a notebook cell's file."""
-    frame = sys._getframe(3)  # (this function's, _on_event's and the hook's own frames skipped)
+def _asked_by_a_submission(
+    frame: types.FrameType | None, alone: bool = False, taken: types.FrameType | None = None
+) -> bool:
+    """Whether the code that caused an event is a submission's: walking out from ``frame`` (the
+    one that caused it), past the libraries acting on their caller's behalf, the first frame that
+    is not theirs decides. The course's and torch's, or a library function using a frame for
+    itself (``taken``, the frame it takes, no further up than its caller: `_within_reach`), may; any
+    other (a cell's, a module's the submission wrote, code made from a string) may not. Reaching
+    the bottom, only the kernel's own machinery asked (unless ``alone``)."""
     while frame is not None:
-        filename = frame.f_code.co_filename
-        if CELL_FILE.search(filename):
+        code = frame.f_code
+        filename = code.co_filename
+        if filename.startswith(TRUSTED):
+            return False
+        user = _private_user(filename, code)
+        if user is not None:
+            return PRIVATE_USERS[user] is not None and taken is not None and not _within_reach(frame, taken)
+        if alone and filename == threading.__file__ and code.co_name == "_bootstrap_inner":
             return True
-        # ("<frozen importlib._bootstrap>" is the standard library's own: imports compile there)
-        made_from_a_string = filename.startswith("<") and filename.endswith(">") and "frozen" not in filename
-        if not (made_from_a_string or filename in ON_BEHALF):
+        if not (filename.startswith(LIBRARIES) or filename.startswith("<frozen ") or code in _STARTUP):
+            return True
+        frame = frame.f_back
+    return alone
+
+
+def _private_user(filename: str, code: types.CodeType) -> tuple[str, str] | None:
+    qualname = getattr(code, "co_qualname", None)  # (Python 3.10 has only the short name)
+    for path, function in PRIVATE_USERS:
+        if filename.endswith(path) and (
+            function in ("*", qualname) or (qualname is None and function.rsplit(".", 1)[-1] == code.co_name)
+        ):
+            return path, function
+    return None
+
+
+def _within_reach(frame: types.FrameType, taken: types.FrameType) -> bool:
+    """Whether ``taken`` lies between ``frame`` and the first frame above it that is not a
+    library's (the code that called the library), both included."""
+    while frame is not None:
+        if frame is taken:
+            return True
+        code = frame.f_code
+        if not (code.co_filename.startswith((*LIBRARIES, "<frozen ")) or code in _STARTUP):
             return False
         frame = frame.f_back
     return False
+
+
+def submissions_code(function: Any) -> bool:
+    """Whether ``function`` is a submission's: its code lies outside the course, torch and the
+    installed libraries."""
+    code = getattr(getattr(function, "__func__", function), "__code__", None)
+    if not isinstance(code, types.CodeType):
+        return False  # a builtin, or a class's instance: not code a submission wrote
+    filename = code.co_filename
+    return not (filename.startswith((*TRUSTED, *LIBRARIES)) or filename.startswith("<frozen "))

@@ -23,6 +23,7 @@ ASSIGNMENT = "00-sandbox"
 NOTEBOOK = "sandbox"
 TESTS = ["test_first", "test_second", "test_third", "test_fourth"]
 HIDDEN = "hidden-test-7f3a9c"  # in the hidden test: must never reach a graded notebook
+HIDDEN_NAME = "hidden_answer_b41e"  # a name the hidden test binds: must never reach a submission
 
 
 def cell(kind: str, source: str, grade_id: str = "", points: int = 0) -> nbformat.NotebookNode:
@@ -46,7 +47,10 @@ def cell(kind: str, source: str, grade_id: str = "", points: int = 0) -> nbforma
 def source_notebook(setup: str = "", more_tests: dict[str, str] | None = None) -> nbformat.NotebookNode:
     """The instructors' notebook: ``setup`` is a course cell before the first answer, and
     ``more_tests`` maps more test cells' ids to their code (a point each)."""
-    hidden = f"### BEGIN HIDDEN TESTS\nassert second() + 0 == 2  # {HIDDEN}\n### END HIDDEN TESTS"
+    hidden = (
+        f"### BEGIN HIDDEN TESTS\n{HIDDEN_NAME} = 2  # {HIDDEN}\nassert second() + 0 == {HIDDEN_NAME}\n"
+        "### END HIDDEN TESTS"
+    )
     nb = nbformat.v4.new_notebook()
     nb.metadata.kernelspec = {"name": "python3", "display_name": "Python 3", "language": "python"}
     nb.cells = [

@@ -1,14 +1,18 @@
 """Hostile submissions, graded by plain ``nbgrader autograde`` with the course's configuration.
 
-A small assignment of four tests (1 point each) is handed in by two honest students and by
-one student for each attack in tests/hostile_submissions/. Each attack is code a student puts
-in the answer cell of the second exercise, followed by the right answer (or, with ``answer:
-wrong``, a wrong one; with ``answer: none``, the attack's own); its docstring says how a sound
-grader grades it:
+A small assignment of six tests (1 point each) is handed in by two honest students and by
+one student for each attack in tests/hostile_submissions/. Besides the four tests of
+tests/small_assignment.py, one times the student's ``measure(clock, work)`` with the checks'
+fake clock, and one runs ``second()`` in ranks and checks it there. Each attack is code a
+student puts in the answer cell of the second exercise, followed by the right answer (or, with
+``answer: wrong``, a wrong one; with ``answer: none``, the attack's own; an honest ``measure``
+unless it defines its own); its docstring says how a sound grader grades it:
 
-- ``expect: full``: the attack is contained, and the submission keeps all three points;
+- ``expect: full``: the attack is contained, and the submission keeps every point;
 - ``expect: second fails: <words>``: the attack stops the notebook, so the tests after the
-  first score nothing, and the first keeps its point; a failed test says ``<words>``.
+  first score nothing, and the first keeps its point; a failed test says ``<words>``;
+- ``expect: clock fails: <words>`` (or ``ranks fails``): only that test scores nothing, and
+  says ``<words>``.
 
 The whole class is graded in one nbgrader run, so an attack that stopped or killed the grader,
 or changed the gradebook, another student's folder or the course, shows in everyone's grades.
@@ -30,9 +34,9 @@ from pathlib import Path
 import nbformat
 import pytest
 import small_assignment
-from machine import expect_within
+from machine import expect_within, scaled
 from nbgrader.api import Gradebook
-from small_assignment import ASSIGNMENT, HIDDEN, NOTEBOOK, REPO, TESTS, release
+from small_assignment import ASSIGNMENT, HIDDEN, HIDDEN_NAME, NOTEBOOK, REPO, release, source_notebook
 
 from grading import execute, grade_class, kernel_client, sandbox, spare_kernel
 from grading.sandbox import GiB, bwrap_problem
@@ -42,15 +46,53 @@ HOSTILE = Path(__file__).parent / "hostile_submissions"
 HONEST = ["honest-first", "honest-last"]
 SECRET = "grader-token-52d1e8"  # in the grader's environment: must never reach a kernel
 MARKER = f"hostile-{uuid.uuid4().hex[:12]}"  # in every process an attack starts
+
+
 # Short limits, so the attacks that hang or hog cost little: a cell may run 8 s, the notebook
-# 12 s (so a hang that ignores interrupts is cut by the budget, not by a timeout per cell).
-LIMITS = [
-    "--Execute.timeout=8",
-    "--SandboxedExecute.notebook_timeout=12",
-    f"--SandboxedExecute.max_memory={GiB}",
-    "--SandboxedExecute.max_tasks=200",
-]
+# 12 s (so a hang that ignores interrupts is cut by the budget, not by a timeout per cell), each
+# stretched by how slowly the machine runs now (tests/machine.py).
+def limits(cell: float = 8, notebook: float = 12) -> list[str]:
+    return [
+        f"--Execute.timeout={round(scaled(cell))}",
+        f"--SandboxedExecute.notebook_timeout={round(scaled(notebook))}",
+        f"--SandboxedExecute.max_memory={GiB}",
+        "--SandboxedExecute.max_tasks=200",
+    ]
+
+
 FAKE_CHECKS = "def expect_equal(*args, **kwargs):\n    pass\n"
+# The test this class has besides the small assignment's, and the rank attacks' class's.
+MORE_TESTS = {
+    "test_clock": (
+        "from autograder.checks import FakeClock, expect_close, expect_equal\n\n"
+        "expect_equal(second(), 2, 'second()')\n"
+        "clock = FakeClock([0.25])\n"
+        "with clock.watch():\n"
+        "    seconds = measure(clock, second)\n"
+        "clock.expect_all_read('measure(clock, second)')\n"
+        "expect_close(seconds, 0.25, 'measure(clock, second)')"
+    ),
+}
+RANK_TESTS = {
+    "test_ranks": (
+        "from autograder.checks import expect_equal\n"
+        "from launcher import launch\n\n\n"
+        "def checked(rank, world_size):\n"
+        "    expect_equal(second(), 2, f'second() on rank {rank}')\n"
+        "    return True\n\n\n"
+        "expect_equal(launch(checked, 2), [True, True], 'second(), checked on each of 2 ranks')"
+    ),
+}
+TESTS = ["test_first", "test_second", "test_third", "test_fourth", *MORE_TESTS]
+RANK_CLASS_TESTS = [*TESTS[:4], *RANK_TESTS]
+MEASURE = (
+    "def measure(clock, work):\n"
+    "    start = clock()\n"
+    "    work()\n"
+    "    stop = clock()\n"
+    "    return stop - start\n"
+)
+HONEST_ANSWER = f"def second():\n    return 2\n\n\n{MEASURE}"
 
 pytestmark = pytest.mark.skipif(
     bwrap_problem("bwrap") is not None,
@@ -73,18 +115,33 @@ class Attack:
         return self.fields["expect"] == "full"
 
     @property
+    def failing(self) -> str:
+        """The test that fails first: ``test_second``, or the one test that fails alone."""
+        return "test_" + self.fields["expect"].split(" fails: ")[0]
+
+    @property
     def says(self) -> str:
-        return self.fields["expect"].removeprefix("second fails: ")
+        return self.fields["expect"].split(" fails: ", 1)[1]
+
+    @property
+    def with_ranks(self) -> bool:
+        """Whether it is graded in the class whose notebook runs ranks (``class: ranks``)."""
+        return self.fields.get("class") == "ranks"
+
+    @property
+    def tests(self) -> list[str]:
+        return RANK_CLASS_TESTS if self.with_ranks else TESTS
 
 
-def attacks() -> list[Attack]:
+def attacks(with_ranks: bool | None = None) -> list[Attack]:
+    """The attacks of tests/hostile_submissions/ (only those of one class, if asked)."""
     found = []
     for path in sorted(HOSTILE.glob("*.py")):
         module = ast.parse(path.read_text())
         doc = ast.get_docstring(module) or ""
         body = module.body[1:]
         found.append(Attack(path.stem, doc, ast.unparse(body) if body else ""))
-    return found
+    return [a for a in found if with_ranks is None or a.with_ranks == with_ranks]
 
 
 def nbgrader(
@@ -104,12 +161,13 @@ def attack_cell(attack: Attack, root: Path) -> str:
     answers = {"right": "return 2", "wrong": "return 0", "none": None}
     answer = answers[attack.fields.get("answer", "right")]
     definition = f"\n\n\ndef second():\n    {answer}\n" if answer else "\n"
-    return f"{names}{attack.code}{definition}"
+    measure = "" if "def measure(" in attack.code else f"\n\n{MEASURE}"
+    return f"{names}{attack.code}{definition}{measure}"
 
 
 @pytest.fixture(scope="module")
 def released(tmp_path_factory) -> Path:
-    return release(tmp_path_factory.mktemp("sandbox") / "course")
+    return release(tmp_path_factory.mktemp("sandbox") / "course", source_notebook(more_tests=MORE_TESTS))
 
 
 @dataclass
@@ -127,26 +185,42 @@ class GradedClass:
         return {c.metadata.nbgrader["grade_id"]: str(c.get("outputs", [])) for c in cells}
 
 
-@pytest.fixture(scope="module")
-def graded(released: Path, tmp_path_factory) -> GradedClass:
-    root = tmp_path_factory.mktemp("hostile") / "course"
-    shutil.copytree(released, root)
-    hand_in(root, HONEST[0], "def second():\n    return 2")
-    for attack in attacks():
+def grade(root: Path, attacks: list[Attack], timeout: tuple[float, float] = (8, 12)) -> GradedClass:
+    """Hand in the honest students' and these attacks' notebooks, and grade them in one nbgrader
+    run, with the short limits (a cell's, the notebook's)."""
+    hand_in(root, HONEST[0], HONEST_ANSWER)
+    for attack in attacks:
         hand_in(root, attack.name, attack_cell(attack, root), attack.fields.get("beside", "").split())
-    hand_in(root, HONEST[1], "def second():\n    return 2")
+    hand_in(root, HONEST[1], HONEST_ANSWER)
     kernels = root.parent / "kernels"
     kernels.mkdir()
     start = time.perf_counter()
-    done = nbgrader(root, "autograde", ASSIGNMENT, *LIMITS, tmp=kernels)
+    done = nbgrader(root, "autograde", ASSIGNMENT, *limits(*timeout), tmp=kernels)
     seconds = time.perf_counter() - start
     scores = {}
     with Gradebook(f"sqlite:///{root / 'gradebook.db'}") as gradebook:
-        for student in [*HONEST, *(a.name for a in attacks())]:
+        for student in [*HONEST, *(a.name for a in attacks)]:
             notebook = gradebook.find_submission_notebook(NOTEBOOK, ASSIGNMENT, student)
             scores[student] = {g.name: g.score for g in notebook.grades}
     print(f"\n{len(scores)} hostile and honest submissions graded in {seconds:.0f} s")
     return GradedClass(root, scores, seconds, done.stdout + done.stderr)
+
+
+@pytest.fixture(scope="module")
+def graded(released: Path, tmp_path_factory) -> GradedClass:
+    root = tmp_path_factory.mktemp("hostile") / "course"
+    shutil.copytree(released, root)
+    return grade(root, attacks(with_ranks=False))
+
+
+@pytest.fixture(scope="module")
+def graded_with_ranks(tmp_path_factory) -> GradedClass:
+    # A class of its own, whose notebook runs ranks (each notebook then starts a fork server):
+    # for the attacks on the ranks' baseline, with limits that leave room for starting them.
+    folder = tmp_path_factory.mktemp("hostile-ranks")
+    release(folder / "released", source_notebook(more_tests=RANK_TESTS))
+    shutil.copytree(folder / "released", folder / "course")
+    return grade(folder / "course", attacks(with_ranks=True), timeout=(30, 60))
 
 
 def test_honest_students_keep_every_point(graded: GradedClass) -> None:
@@ -155,14 +229,25 @@ def test_honest_students_keep_every_point(graded: GradedClass) -> None:
 
 
 @pytest.mark.parametrize("attack", attacks(), ids=lambda a: a.name)
-def test_attack_is_graded_soundly(graded: GradedClass, attack: Attack) -> None:
-    scores = graded.scores[attack.name]
+def test_attack_is_graded_soundly(request: pytest.FixtureRequest, attack: Attack) -> None:
+    graded = request.getfixturevalue("graded_with_ranks" if attack.with_ranks else "graded")
+    scores, tests = graded.scores[attack.name], attack.tests
     outputs = {k: v for k, v in graded.outputs(attack.name).items() if k.startswith("test_")}
     if attack.contained:
-        assert scores == dict.fromkeys(TESTS, 1.0), outputs
+        assert scores == dict.fromkeys(tests, 1.0), outputs
+    elif attack.failing == "test_second":
+        assert scores == {"test_first": 1.0, **dict.fromkeys(tests[1:], 0.0)}, outputs
+        assert any(attack.says in outputs[test] for test in tests[1:]), outputs
     else:
-        assert scores == {"test_first": 1.0, **dict.fromkeys(TESTS[1:], 0.0)}, outputs
-        assert any(attack.says in outputs[test] for test in TESTS[1:]), outputs
+        assert scores == {**dict.fromkeys(tests, 1.0), attack.failing: 0.0}, outputs
+        assert attack.says in outputs[attack.failing], outputs
+
+
+def test_honest_students_keep_every_point_where_ranks_run(graded_with_ranks: GradedClass) -> None:
+    for student in HONEST:
+        assert graded_with_ranks.scores[student] == dict.fromkeys(RANK_CLASS_TESTS, 1.0), (
+            graded_with_ranks.outputs(student)
+        )
 
 
 def test_each_kernel_after_the_first_was_started_while_the_notebook_before_ran(graded: GradedClass) -> None:
@@ -223,23 +308,25 @@ def test_no_attack_changed_the_course_or_another_students_folder(graded: GradedC
 
 
 def test_no_secret_reached_a_submission(graded: GradedClass) -> None:
+    # What a submission printed, in its answer cell or while a test called it.
     for student in graded.scores:
-        answers = graded.outputs(student)["second"]
-        for secret in (HIDDEN, "BEGIN SOLUTION", SECRET, "gradebook.db"):
-            assert secret not in answers, (student, secret)
+        for cell, printed in graded.outputs(student).items():
+            for secret in (HIDDEN, HIDDEN_NAME, "BEGIN SOLUTION", SECRET, "gradebook.db"):
+                assert secret not in printed, (student, cell, secret)
     assert "'HOME'" in graded.outputs("reads_secrets")["second"]  # the attack did run
+    assert "line cache:" in graded.outputs("reads_hidden_tests")["test_second"]  # and this one
 
 
 def test_hangs_and_hogs_cost_little_time(graded: GradedClass) -> None:
     # Without the notebook's budget, ignores_interrupt and stops_itself would each cost 3 cell
     # timeouts (24 s); with it, 12 s. The rest take a few seconds each.
-    expect_within(graded.seconds, 12 * 2 + 8 * len(attacks()), "grading the hostile class")
+    expect_within(graded.seconds, 12 * 2 + 8 * len(attacks(with_ranks=False)), "grading the hostile class")
 
 
 def test_grading_stops_where_there_is_no_sandbox(released: Path, tmp_path) -> None:
     root = tmp_path / "course"
     shutil.copytree(released, root)
-    hand_in(root, HONEST[0], "def second():\n    return 2")
+    hand_in(root, HONEST[0], HONEST_ANSWER)
     done = nbgrader(root, "autograde", ASSIGNMENT, "--SandboxedExecute.bwrap=no-such-bwrap", check=False)
     assert done.returncode != 0
     assert "Install bubblewrap" in done.stdout + done.stderr
@@ -249,7 +336,7 @@ def test_grading_stops_where_there_is_no_sandbox(released: Path, tmp_path) -> No
 def test_grading_without_a_sandbox_says_so(released: Path, tmp_path) -> None:
     root = tmp_path / "course"
     shutil.copytree(released, root)
-    hand_in(root, HONEST[0], "def second():\n    return 2")
+    hand_in(root, HONEST[0], HONEST_ANSWER)
     done = nbgrader(root, "autograde", ASSIGNMENT, "--SandboxedExecute.sandbox=False")
     assert "WITHOUT a sandbox" in done.stdout + done.stderr
     with Gradebook(f"sqlite:///{root / 'gradebook.db'}") as gradebook:
@@ -262,8 +349,8 @@ def test_the_class_command_reports_what_the_sandbox_stopped(
     root = tmp_path / "course"
     shutil.copytree(released, root)
     with (root / "nbgrader_config.py").open("a") as config:  # the short limits, as configuration
-        config.write("\n" + "\n".join(f"c.{option[2:]}" for option in LIMITS) + "\n")
-    hand_in(root, HONEST[0], "def second():\n    return 2")
+        config.write("\n" + "\n".join(f"c.{option[2:]}" for option in limits()) + "\n")
+    hand_in(root, HONEST[0], HONEST_ANSWER)
     for attack in attacks():
         if attack.name in ("fork_bomb", "hangs_everywhere"):
             hand_in(root, attack.name, attack_cell(attack, root), [])
@@ -275,7 +362,7 @@ def test_the_class_command_reports_what_the_sandbox_stopped(
     lines = {
         line.split("] ", 1)[1].split(":", 1)[0]: line for line in printed.splitlines() if line.startswith("[")
     }
-    assert "4/4 in" in lines[HONEST[0]] and "stopped" not in lines[HONEST[0]]
+    assert "5/5 in" in lines[HONEST[0]] and "stopped" not in lines[HONEST[0]]
     assert "processes and threads at once" in lines["fork_bomb"]
     assert (
         "time budget" in lines["hangs_everywhere"] and "timed out: test_second" in lines["hangs_everywhere"]

@@ -37,19 +37,17 @@ def _benchmark_on_rank(
     start = _reading(rank)
     readings = [start, start + RANK_SECONDS[rank % len(RANK_SECONDS)]]
     slowest = max(range(world_size), key=lambda r: RANK_SECONDS[r % len(RANK_SECONDS)])
-    count = [0]
     timeline: DeviceTimeline
 
     def clock() -> float:
-        n = count[0]
-        count[0] += 1
-        timeline.events.append(("clock",))
+        n = sum(event[0] == "clock" for event in timeline.recorded())
+        timeline.add(("clock",))
         if n == 1 and rank == slowest and world_size > 1:
             time.sleep(LATE_BY)
         return readings[n] if n < len(readings) else readings[-1] + 1e-6 * (n - 1)
 
     def synchronize() -> None:
-        timeline.events.append(("sync",))
+        timeline.add(("sync",))
 
     with gpu_rank(rank, world_size, synchronize) as gpu:
         timeline = DeviceTimeline(gpu)
@@ -63,7 +61,7 @@ def _benchmark_on_rank(
                 run, warmup=warmup, iterations=iterations, clock=clock, synchronize=synchronize
             )
     number = plain_number(result)
-    return (number if number is not None else repr(result)[:200]), timeline.events
+    return (number if number is not None else repr(result)[:200]), list(timeline.recorded())
 
 
 def check_benchmark(

@@ -73,7 +73,7 @@ def _calls_on_rank(rank: int, world_size: int, make: Callable, cases: list[tuple
             with called:
                 run()
                 run()
-            found.append((called.events, waited))
+            found.append((list(called.recorded()), waited))
     return found
 
 

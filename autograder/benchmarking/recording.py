@@ -3,8 +3,6 @@ and whether that tensor would be on the GPU (`standin`), and the fake clock's re
 
 from __future__ import annotations
 
-from typing import Any
-
 import torch
 
 from ..checks import Timeline, tensors_in
@@ -27,11 +25,8 @@ class DeviceTimeline(Timeline):
         super().__init__()
         self.gpu = gpu
 
-    def __torch_dispatch__(self, func: Any, types: Any, args: tuple = (), kwargs: dict | None = None) -> Any:
-        out = super().__torch_dispatch__(func, types, args, kwargs)
-        carried = [(t.dtype, self.gpu.on_gpu(t)) for a in args for t in tensors_in(a) if t.numel()]
-        self.events[-1] = (*self.events[-1], carried)
-        return out
+    def _more(self, args: tuple) -> tuple:
+        return ([(t.dtype, self.gpu.on_gpu(t)) for a in args for t in tensors_in(a) if t.numel()],)
 
 
 def is_collective(event: tuple) -> bool:

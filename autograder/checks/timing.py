@@ -9,6 +9,7 @@ what was timed; on a machine without a GPU it runs a GPU's code path on the ``me
 from __future__ import annotations
 
 import contextlib
+import sys
 from collections.abc import Callable, Iterator, Sequence
 from typing import Any, NamedTuple
 
@@ -16,6 +17,7 @@ import torch
 from torch.overrides import TorchFunctionMode
 from torch.utils._python_dispatch import TorchDispatchMode
 
+from . import ledger
 from .expect import counted, fail
 
 # The tensor operations that count as a copy, and as a matrix multiply, in timed code. A copy is
@@ -55,6 +57,10 @@ class FakeClock:
     the ``meta`` device instead, so that a GPU's code path runs on a machine without one.
     """
 
+    # (No instance dictionary: code handed the clock cannot shadow its methods, ``expect_all_read``
+    # say, with its own.)
+    __slots__ = ("readings", "calls", "timeline", "__weakref__")
+
     def __init__(self, durations: Sequence[float], start: float = 1000.0) -> None:
         self.readings: list[float] = []
         now = start
@@ -64,44 +70,60 @@ class FakeClock:
         self.calls = 0
         # ("clock",), ("sync",) and operations (`_Op`)
         self.timeline: list[tuple] = []
+        # What the checks read back: kept in a ledger, out of reach of the code the clock is handed
+        # to (``readings``, ``calls`` and ``timeline`` are copies, for showing).
+        ledger.keep(self, tuple(self.readings))
 
     def __call__(self) -> float:
-        if self.calls >= len(self.readings):
+        readings, events = ledger.read(self)
+        calls = sum(event[0] == "clock" for event in events)
+        if calls >= len(readings):
             fail(
-                f"The clock was read {self.calls + 1} times, but the code should read it "
-                f"{len(self.readings)} times: once before and once after each timed run (a run does "
+                f"The clock was read {calls + 1} times, but the code should read it "
+                f"{len(readings)} times: once before and once after each timed run (a run does "
                 "all its iterations between those two readings), and never around the warm-up."
             )
-        reading = self.readings[self.calls]
-        self.calls += 1
-        self.timeline.append(("clock",))
-        return reading
+        self._record(("clock",))
+        self.calls = calls + 1
+        return readings[calls]
+
+    def _record(self, event: tuple) -> None:
+        # Only for the clock's own code (a reading, a synchronisation, an operation watched).
+        if sys._getframe(1).f_code.co_filename.startswith(ledger.CHECKS):
+            ledger.add(self, event)
+            self.timeline.append(event)
+
+    def _events(self) -> tuple:
+        """The clock's readings, synchronisations and operations, as the ledger holds them."""
+        return ledger.read(self)[1]
 
     def expect_all_read(self, what: str) -> None:
         __tracebackhide__ = True
-        if self.calls == 0:
+        readings, events = ledger.read(self)
+        calls = sum(event[0] == "clock" for event in events)
+        if calls == 0:
             fail(
                 f"{what}: the clock it was given was never read. Time with the clock argument "
                 "(the tests pass a fake one whose readings they know), not with time.perf_counter."
             )
-        if self.calls != len(self.readings):
+        if calls != len(readings):
             fail(
-                f"{what}: the clock was read {self.calls} times; expected {len(self.readings)} "
+                f"{what}: the clock was read {calls} times; expected {len(readings)} "
                 "(before and after each timed run). Use the clock argument, not time.perf_counter."
             )
 
     def watch(self) -> _Watching:
         """Record the tensor operations run from now on, interleaved with the clock readings."""
-        return _Watching(self.timeline)
+        return _Watching(self._record)
 
     @contextlib.contextmanager
     def fake_gpu(self) -> Iterator[None]:
         """Run a GPU's code path here: ``device="cuda"`` makes ``meta`` tensors (which have a
         shape and a dtype but no data), and ``torch.cuda.synchronize()`` is recorded, not run."""
-        timeline = self.timeline
+        record = self._record
 
         def synchronize(*args: Any, **kwargs: Any) -> None:
-            timeline.append(("sync",))
+            record(("sync",))
 
         patched = [(torch.cuda, "synchronize", synchronize), (torch.cuda, "is_available", lambda: True)]
         if hasattr(torch, "accelerator") and hasattr(torch.accelerator, "synchronize"):
@@ -136,12 +158,13 @@ class FakeClock:
         device = "meta" if on_gpu else "cpu"
         where = "the GPU (here a stand-in for one)" if on_gpu else "the CPU"
         warm = set(ops).union(*(_WARM_UP_ALSO.get(op, ()) for op in ops))
-        readings = [i for i, e in enumerate(self.timeline) if e[0] == "clock"]
-        timed = [i for i, e in enumerate(self.timeline) if e[0] == "op" and e[1] in warm]
+        timeline = self._events()
+        readings = [i for i, e in enumerate(timeline) if e[0] == "clock"]
+        timed = [i for i, e in enumerate(timeline) if e[0] == "op" and e[1] in warm]
         if not readings or not timed or timed[0] > readings[0]:
             fail(f"{what}: no {operation} before the first clock reading; warm up with an untimed one.")
         for run, (start, stop) in enumerate(zip(readings[::2], readings[1::2], strict=False), start=1):
-            inside = [e for e in self.timeline[start + 1 : stop] if e[0] == "op"]
+            inside = [e for e in timeline[start + 1 : stop] if e[0] == "op"]
             extra = [e for e in inside if e.name not in ops and not e.view]
             if extra:
                 why = _EXTRA_WORK.get(extra[0].name, "make the tensors before the clock starts.")
@@ -181,7 +204,7 @@ class FakeClock:
     def _expect_synchronized(self, what: str, operation: str) -> None:
         __tracebackhide__ = True
         last_work = None  # the latest operation that queues work on the GPU
-        for event in self.timeline:
+        for event in self._events():
             if event[0] == "op" and not event.view:
                 last_work = event
             elif event[0] == "sync":
@@ -215,9 +238,9 @@ class _Watching(TorchDispatchMode):
     """Appends each tensor operation (`_Op`) to a timeline. It also follows which memory (on the
     CPU) was made by torch.empty and its kin and not written since, to tell a read of it."""
 
-    def __init__(self, timeline: list[tuple]) -> None:
+    def __init__(self, record: Callable[[tuple], None]) -> None:
         super().__init__()
-        self.timeline = timeline
+        self.record = record
         self.unwritten: set[int] = set()  # storages' addresses
 
     def __torch_dispatch__(self, func: Any, types: Any, args: tuple = (), kwargs: dict | None = None) -> Any:
@@ -248,7 +271,7 @@ class _Watching(TorchDispatchMode):
         if first is None:
             first = next(iter(tensors_in(out)), None)
         if first is not None:
-            self.timeline.append(
+            self.record(
                 _Op(
                     "op",
                     name,
@@ -277,7 +300,7 @@ def warm_up() -> None:
     (grading/spare_kernel.py): torch imports its compiler the first time any dispatch mode
     is entered, as `FakeClock.watch` and `Timeline` do, which takes a second on two cores.
     """
-    with _Watching([]):
+    with _Watching(lambda event: None):
         torch.empty(0)
 
 
@@ -305,34 +328,47 @@ def _off_cuda(value: Any) -> Any:
 class Timeline(TorchDispatchMode):
     """Records, in order, every operation dispatched while it is active: ``("op", namespace, name,
     totals)`` with the number of elements in each tensor argument (None for others) and the
-    devices of what it returned. Fake clocks and ``synchronize`` add their own events."""
+    devices of what it returned. Fake clocks and ``synchronize`` add their own events. The
+    checks read `recorded` (a ledger the code under test cannot change); ``events`` is a copy."""
 
     def __init__(self) -> None:
         super().__init__()
         self.events: list[tuple] = []
+        ledger.keep(self)
 
     def __torch_dispatch__(self, func: Any, types: Any, args: tuple = (), kwargs: dict | None = None) -> Any:
         out = func(*args, **(kwargs or {}))
         devices = sorted({str(t.device) for t in tensors_in(out)})
-        self.events.append(
-            ("op", func.namespace, func.overloadpacket.__name__, [_total(a) for a in args], devices)
-        )
+        totals = [_total(a) for a in args]
+        self.add(("op", func.namespace, func.overloadpacket.__name__, totals, devices, *self._more(args)))
         return out
+
+    def _more(self, args: tuple) -> tuple:
+        """What a kind of timeline adds to an operation's event (nothing here)."""
+        return ()
+
+    def add(self, event: tuple) -> None:
+        """Record an event (only the course's checks can: a clock's reading, a synchronisation)."""
+        if sys._getframe(1).f_code.co_filename.startswith(ledger.CHECKS):
+            ledger.add(self, event)
+            self.events.append(event)
+
+    def recorded(self) -> tuple:
+        """The events, as the ledger holds them."""
+        return ledger.read(self)[1]
 
     def clock(self, readings: Sequence[float]) -> Callable[[], float]:
         """A clock whose n-th reading is ``readings[n]`` (then a microsecond more each time)."""
-        count = [0]
 
         def read() -> float:
-            n = count[0]
-            count[0] += 1
-            self.events.append(("clock",))
+            n = sum(event[0] == "clock" for event in self.recorded())
+            self.add(("clock",))
             return readings[n] if n < len(readings) else readings[-1] + 1e-6 * (n - len(readings) + 1)
 
         return read
 
     def synchronize(self) -> None:
-        self.events.append(("sync",))
+        self.add(("sync",))
 
 
 def tensors_in(value: Any) -> list[torch.Tensor]:
