@@ -6,10 +6,12 @@
   function on ranks for a test (`run_ranks`); a `FakeClock` for checking timing code, on the CPU
   or on a stand-in GPU; `expect_answer` and `expect_whole_number` for worked problems, and
   `expect_worked_answer` for their hidden tests (it never shows the answer).
-- `comm`: `CommLog`, which records the collectives and messages a rank issues.
+- `comm`: `CommLog`, which records the collectives and messages a rank issues (and finds those
+  run out of its sight).
 - one module or package of checks per notebook: `collectives` (02), `benchmarking` (03),
   `data_parallel` (04), `tensor_parallel` (05), `pipeline_parallel` (06),
-  `sharded_data_parallel` (07), `combined_parallelism` (08).
+  `sharded_data_parallel` (07), `combined_parallelism` (08), `expert_parallel` (09),
+  `context_parallel` (10).
 - `torch_compat`: the torch-version workarounds notebooks and checks share (torch 2.13's names
   for two collectives, torch's `fully_shard` and `full_tensor` made to work on older Gloo).
 

@@ -107,10 +107,13 @@ def secret_lines(assignment: str) -> list[str]:
 
 # Test cells that also run the answer to an earlier exercise, by design: notebook 06 runs the
 # student's 1F1B order through the student's run_schedule, and the student's interleaved 1F1B
-# order through the student's run_interleaved. A wrong answer to that earlier exercise fails them
-# too.
+# order through the student's run_interleaved; notebook 09 runs the student's expert-parallel layer
+# with the student's differentiable exchange; notebook 10's ring merges its blocks with the
+# student's merge. A wrong answer to that earlier exercise fails them too.
 ALSO_NEEDS: dict[str, dict[str, set[str]]] = {
     "06-pipeline-parallel": {"test_1f1b_run": {"schedule"}, "test_interleaved_1f1b_run": {"run_interleaved"}},
+    "09-expert-parallel": {"test_backward": {"ep_forward"}, "test_backward_more": {"ep_forward"}},
+    "10-context-parallel": {"test_ring": {"merge"}, "test_ring_more": {"merge"}},
 }
 
 

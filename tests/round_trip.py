@@ -64,6 +64,8 @@ GRADING_SECONDS = {
     "06-pipeline-parallel": 20.0,
     "07-sharded-data-parallel": 20.0,
     "08-combined-parallelism": 20.0,
+    "10-context-parallel": 20.0,
+    "09-expert-parallel": 20.0,
 }
 CELL_TIMEOUT_S = 20  # nbgrader's per-cell limit in these runs on an idle machine (the course ships 120)
 
@@ -104,6 +106,8 @@ def class_of(assignment: str) -> list[Student]:
     for n in range(2):
         chosen = [by_cell[cell][n] for i, cell in enumerate(exercises) if i % 2 == n]
         code = {**solutions, **{w.replaces: w.cell_code(solutions) for w in chosen}}
+        # (The later tests that run a wrong answer fail too: each exercise's first wrong submission,
+        # which the first student hands in, is one whose mistake reaches them.)
         zero = {test for w in chosen for test in w.fails + later_tests_needing(assignment, w.replaces)}
         # A wrong answer that reaches into the checks' frames is also flagged as tampering: every
         # test from its exercise on scores nothing.

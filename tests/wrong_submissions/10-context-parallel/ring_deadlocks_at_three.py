@@ -1,0 +1,41 @@
+"""Receives from the next rank instead of the previous one: at 2 ranks they are the same rank, at 3
+the ring waits for messages nobody sends.
+
+replaces: ring
+fails: test_ring_more
+says: The ring deadlocked
+"""
+
+import torch
+import torch.distributed as dist
+
+
+def ring_attention(rank, world_size, q, k, v, layout, causal):
+    def pieces(x, spans):
+        return x.split([b - a for a, b in spans], dim=-2)
+
+    mine = layout[rank]
+    outs = [torch.zeros_like(p) for p in pieces(q, mine)]
+    lses = [torch.full(p.shape[:-1], float("-inf"), dtype=q.dtype) for p in pieces(q, mine)]
+    nxt, _prev = (rank + 1) % world_size, (rank - 1) % world_size
+    for step in range(world_size):
+        owner = (rank - step) % world_size
+        theirs = layout[owner]
+        if step < world_size - 1:
+            rows = sum(b - a for a, b in layout[(owner - 1) % world_size])
+            next_k, next_v = (
+                k.new_empty(k.shape[0], rows, k.shape[-1]),
+                v.new_empty(v.shape[0], rows, v.shape[-1]),
+            )
+            reqs = [dist.isend(k, nxt), dist.isend(v, nxt), dist.irecv(next_k, nxt), dist.irecv(next_v, nxt)]
+        for i, (qs, qp) in enumerate(zip(mine, pieces(q, mine), strict=True)):
+            for ks, kp, vp in zip(theirs, pieces(k, theirs), pieces(v, theirs), strict=True):
+                if causal and ks[0] > qs[0]:
+                    continue
+                out, lse = attend(qp, kp, vp, causal and ks == qs)  # noqa: F821 - a locked cell defines it
+                outs[i], lses[i] = merge_attention(outs[i], lses[i], out, lse)  # noqa: F821
+        if step < world_size - 1:
+            for r in reqs:
+                r.wait()
+            k, v = next_k, next_v
+    return torch.cat(outs, dim=-2), torch.cat(lses, dim=-1)
