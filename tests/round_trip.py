@@ -106,9 +106,15 @@ def class_of(assignment: str) -> list[Student]:
     for n in range(2):
         chosen = [by_cell[cell][n] for i, cell in enumerate(exercises) if i % 2 == n]
         code = {**solutions, **{w.replaces: w.cell_code(solutions) for w in chosen}}
-        # (The later tests that run a wrong answer fail too: each exercise's first wrong submission,
-        # which the first student hands in, is one whose mistake reaches them.)
-        zero = {test for w in chosen for test in w.fails + later_tests_needing(assignment, w.replaces)}
+        # (The later tests that run a wrong answer fail too; of those that may, the first student's
+        # wrong answer is one whose mistake reaches them.)
+        zero = {
+            test
+            for w in chosen
+            for test in w.fails
+            + later_tests_needing(assignment, w.replaces)
+            + later_tests_needing(assignment, w.replaces, may=n == 0)
+        }
         # A wrong answer that reaches into the checks' frames is also flagged as tampering: every
         # test from its exercise on scores nothing.
         flagged = [exercises.index(w.replaces) for w in chosen if tampering(w.code, imports_in(source.cells))]
