@@ -13,6 +13,7 @@ imports none of them itself; they never import it (tests/test_repository.py chec
   the course?), ``execute`` (nbgrader's Execute preprocessor, with a time budget per notebook),
   ``sandbox`` (bubblewrap around each kernel, and the kernel managers), ``watchdog`` (the
   sandbox's caps on tasks and memory), ``spare_kernel`` (the next kernel started ahead),
+  ``demos`` (the cells that only show something, left out),
   ``kernel_client`` (a client that never misses a kernel's reply), ``ungraded`` (outcomes that
   are the grader's fault, not a grade), ``preprocessors`` (stderr is no failure, tampering is
   flagged, feedback hides the hidden tests).

@@ -12,6 +12,8 @@ it off, with `CourseKernelManager`:
   with a message that says why, and so does every cell after it; the cells before keep their
   points. A cell's output is kept up to a cap; a flood is cut short, with a note.
 - While a notebook runs, the next one's kernel starts (grading/spare_kernel.py).
+- A cell that only shows something, as the instructors marked it in the source notebook, is not
+  run, and says so (grading/demos.py).
 - A notebook whose outcome is the grader's fault (grading/ungraded.py) is not scored: it raises
   `NotGraded`, and nbgrader names the student as one it could not grade.
 
@@ -22,6 +24,8 @@ submission and says how to install it, unless the instructor turns the sandbox o
 
 from __future__ import annotations
 
+import hmac
+import secrets
 import time
 from pathlib import Path
 from typing import Any
@@ -34,7 +38,7 @@ from nbgrader import utils
 from nbgrader.preprocessors import Execute
 from traitlets import Bool, Enum, Integer, Unicode
 
-from . import spare_kernel
+from . import demos, spare_kernel
 from .hidden_tests import BEGIN, split
 from .kernel_client import PromptKernelClient
 from .sandbox import (
@@ -79,6 +83,15 @@ class SandboxedExecute(Execute):
         True,
         help="While a notebook runs, start the next one's kernel and do the assignment's imports in it.",
     ).tag(config=True)
+    skip_demos = Bool(
+        True,
+        help="Do not run a submission's cells that only show something: a cell with the code of a cell "
+        "tagged 'demo' in the assignment's source notebook, not an nbgrader cell, that binds no name a "
+        "later cell reads (grading/demos.py). Its output says it was not run while grading. Off: every "
+        "cell runs.",
+    ).tag(config=True)
+    _demos: frozenset[int] | set[int] = frozenset()  # the notebook's cells not run (see preprocess)
+    _no_source_told = False  # (that demos run for want of a source notebook is logged once)
 
     def preprocess(self, nb: Any, resources: Any = None, km: Any = None) -> tuple[Any, Any]:
         if self.sandbox:
@@ -102,6 +115,7 @@ class SandboxedExecute(Execute):
         self._deadline = time.monotonic() + self.notebook_timeout
         self._stopped: str | None = None
         self._output_sizes: dict[int, int] = {}
+        self._demos = self._demos_to_skip(nb, resources) if self.skip_demos else set()
         nb, resources = super().preprocess(nb, resources, km)
         reason = not_graded_because(nb)
         if reason is not None:
@@ -109,6 +123,22 @@ class SandboxedExecute(Execute):
             self.log.error("NOT GRADED: %s", reason)
             raise NotGraded(reason)
         return nb, resources
+
+    def _demos_to_skip(self, nb: Any, resources: Any) -> set[int]:
+        """The indexes of this submission's cells that only show something and are not run: the
+        instructors decide which, in the assignment's source notebook (grading/demos.py)."""
+        names = (resources or {}).get("nbgrader", {})
+        path = demos.source_notebook(self.config, names)
+        if path is None:
+            if names.get("assignment") and not SandboxedExecute._no_source_told:
+                SandboxedExecute._no_source_told = True
+                self.log.info("Every demo cell runs: %s has no source notebook", names["assignment"])
+            return set()
+        try:
+            return demos.cells_to_skip(nb, demos.demo_sources(nbformat.read(path, as_version=4)))
+        except Exception as error:  # noqa: BLE001 - then every cell runs, as without the option
+            self.log.info("Every demo cell runs: reading %s or the submission failed (%r)", path, error)
+            return set()
 
     # Where the kernel's own stderr goes, when set (the check before grading reads it); else
     # nowhere in the sandbox, and to the grader's outside it.
@@ -194,11 +224,16 @@ class SandboxedExecute(Execute):
         if self._stopped is not None:
             cell.outputs = [_error("NotRun", f"This cell was not run: {self._stopped}.")]
             return cell, self.resources
+        if index in self._demos:
+            cell.outputs = [demos.not_run_note()]
+            return cell, self.resources
         source, regions = cell.source, None
         if isinstance(self.kc, PromptKernelClient) and self.guard and _is_test(cell) and BEGIN in source:
             # The hidden regions travel beside the code, never as it (launcher/hidden_tests.py).
             cell.source, regions = split(source)
             self.kc.hidden_tests = regions
+        proof = self._ask_for_proof() if self.guard and _is_test(cell) else None
+        self._reply = None
         try:
             cell, resources = super().preprocess_cell(cell, resources, index)
         except (DeadKernelError, CellTimeoutError) as error:
@@ -215,10 +250,40 @@ class SandboxedExecute(Execute):
             message = f"This cell was stopped: {self._stopped}."
             cell.outputs.append(_error("NotebookTimeout", message))
         elif self.guard and _is_test(cell):
-            changed = self._changed_while_running()
+            changed = self._unproven(cell, proof) if proof is not None else self._changed_while_running()
             if changed is not None:
                 cell.outputs = [_error("TamperingDetected", changed)]
         return cell, resources
+
+    def _ask_for_proof(self) -> str | None:
+        """Have the test cell's request end with the guard's proof that the cell ran (see
+        launcher/guard.py's `install`), and return the proof expected: a keyed hash of a fresh
+        word. None where the kernel's guard holds no key of ours."""
+        key = getattr(self.km, "guard_key", None)
+        if not isinstance(self.kc, PromptKernelClient) or not key:
+            return None
+        word = secrets.token_hex(16)
+        self.kc.user_expressions = {PROOF: f"__import__('sys').audit({PROVE_EVENT!r}, {word!r})"}
+        return hmac.new(key, word.encode(), "sha256").hexdigest()
+
+    async def _check_raise_for_error(self, cell: Any, cell_index: int, exec_reply: Any) -> None:
+        self._reply = exec_reply  # (what `_unproven` reads: nbclient keeps no other copy)
+        return await super()._check_raise_for_error(cell, cell_index, exec_reply)
+
+    def _unproven(self, cell: Any, expected: str) -> str | None:
+        """Why the test cell's run is not proven, if it is not: what the guard found changed, or
+        no proof where the cell reported success (code changed how the kernel runs cells, or
+        answers the grader). A cell that failed, showing its error, needs none."""
+        content = (self._reply or {}).get("content", {})
+        if content.get("status") != "ok":
+            shown = any(output.get("output_type") == "error" for output in cell.outputs)
+            return None if shown else UNPROVEN
+        found = content.get("user_expressions", {}).get(PROOF, {})
+        if found.get("ename") == "TamperingDetected":
+            return str(found.get("evalue", ""))
+        if found.get("ename") == "GuardProof" and hmac.compare_digest(str(found.get("evalue", "")), expected):
+            return None
+        return UNPROVEN
 
     def _changed_while_running(self) -> str | None:
         """What the code a test cell ran changed of what grading relies on, if anything: the
@@ -266,6 +331,15 @@ class SandboxedExecute(Execute):
             note = f"\n[output cut: this cell wrote more than {self.max_output:,} characters]\n"
             outs.append(nbformat.v4.new_output("stream", name="stdout", text=note))
         return None
+
+
+PROOF = "guard"  # the user expression that carries the guard's proof
+PROVE_EVENT = "launcher.guard.prove"  # (launcher/guard.py's; grading imports nothing of the course)
+UNPROVEN = (
+    "code changed how the kernel runs cells or answers the grader: this test cell's run could not "
+    "be proven, so the tests from here on are not graded automatically: your instructor will look "
+    "at the notebook."
+)
 
 
 def _is_test(cell: Any) -> bool:

@@ -39,27 +39,31 @@ class PromptChannel(AsyncZMQSocketChannel):
 
 class PromptKernelClient(AsyncKernelClient):
     """A kernel client whose channels are `PromptChannel` s, and which sends a test cell's
-    hidden regions, when given them, in its execute request's metadata (grading/hidden_tests.py)."""
+    hidden regions, when given them, in its execute request's metadata (grading/hidden_tests.py),
+    and user expressions, when given them (the guard's proof that the cell ran: grading/execute.py)."""
 
     shell_channel_class = Type(PromptChannel)
     iopub_channel_class = Type(PromptChannel)
     stdin_channel_class = Type(PromptChannel)
     control_channel_class = Type(PromptChannel)
     hidden_tests: list[str] | None = None  # the next execute request's, then cleared
+    user_expressions: dict[str, str] | None = None  # the same
 
     def execute(self, code: str, *args: Any, **kwargs: Any) -> str:
         regions, self.hidden_tests = self.hidden_tests, None
-        if regions is None:
+        expressions, self.user_expressions = self.user_expressions, None
+        if regions is None and expressions is None:
             return super().execute(code, *args, **kwargs)
         # (What jupyter_client's execute sends, with the metadata it has no argument for.)
         content = {
             "code": code,
             "silent": False,
             "store_history": kwargs.get("store_history", True),
-            "user_expressions": {},
+            "user_expressions": expressions or {},
             "allow_stdin": False,
             "stop_on_error": kwargs.get("stop_on_error", True),
         }
-        message = self.session.msg("execute_request", content, metadata={METADATA_KEY: regions})
+        metadata = {} if regions is None else {METADATA_KEY: regions}
+        message = self.session.msg("execute_request", content, metadata=metadata)
         self.shell_channel.send(message)
         return message["header"]["msg_id"]

@@ -27,6 +27,7 @@ from __future__ import annotations
 import functools
 import glob
 import os
+import secrets
 import shutil
 import subprocess
 import sys
@@ -56,8 +57,11 @@ INSTALL = (
 NAMESPACES = ["--unshare-all", "--new-session", "--die-with-parent", "--as-pid-1"]
 # The system's directories the kernel may read (those that exist; symbolic links are copied).
 SYSTEM = ["/usr", "/etc", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32"]
+# The variable naming the file of the key a kernel's guard proves test cells ran with (its
+# only readers: the guard, which deletes it, and the grader; launcher/guard.py's KEY_FILE).
+KEY_FILE = "COURSE_GUARD_KEY_FILE"
 # The environment variables a kernel keeps: Python's, torch's, the launcher's and nbgrader's.
-KEPT = {"PATH", "LANG", "LANGUAGE", "TZ", "TERM", "MPLBACKEND", "PYTHONHASHSEED"}
+KEPT = {"PATH", "LANG", "LANGUAGE", "TZ", "TERM", "MPLBACKEND", "PYTHONHASHSEED", KEY_FILE}
 KEPT_PREFIXES = ("LC_", "NBGRADER_", "OMP_", "MKL_", "CUDA_", "NCCL_", "TORCH_", "GLOO_")
 KEPT_PREFIXES += ("NVIDIA_", "PYDEVD_")
 # Inside the sandbox, before the kernel starts: the task cap (0: none), no file larger than the
@@ -254,13 +258,25 @@ class CourseKernelManager(AsyncKernelManager):
         super().__init__(**kwargs)
         self.stderr_path: str | None = None
         self.guard = True  # start the kernel guarded against tampering (launcher/guard.py)
+        self.guard_key: bytes | None = None  # the key its guard proves test cells ran with
 
     async def _async_pre_start_kernel(self, **kw: Any) -> tuple[list[str], dict[str, Any]]:
         kw["env"] = course_first(kw.get("env") or dict(os.environ))
         if self.guard:
             # Before any cell: the guard notes what grading relies on, and watches what code does.
             kw["extra_arguments"] = [GUARD, *kw.get("extra_arguments", [])]
+            kw["env"][KEY_FILE] = self._key_file()
         return await super()._async_pre_start_kernel(**kw)
+
+    def _key_file(self) -> str:
+        """A new key for the kernel's guard, in a file only this user can read, in a folder the
+        sandbox shows the kernel (its runtime folder); the guard deletes it as it reads it."""
+        self.guard_key = secrets.token_bytes(32)
+        folder = getattr(self, "_runtime", "") or tempfile.gettempdir()
+        descriptor, path = tempfile.mkstemp(prefix="guard-", dir=folder)
+        with os.fdopen(descriptor, "wb") as file:
+            file.write(self.guard_key)
+        return path
 
     async def _async_launch_kernel(self, kernel_cmd: list[str], **kw: Any) -> None:
         if self.stderr_path is None:

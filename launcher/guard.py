@@ -22,6 +22,8 @@ Nothing here runs when you work on a notebook yourself: only grading installs it
 
 from __future__ import annotations
 
+import contextlib
+import hmac
 import importlib
 import importlib.util
 import os
@@ -55,6 +57,10 @@ REFUSED = {
 }
 FRAME_ATTRIBUTES = {"tb_frame", "gi_frame", "cr_frame", "ag_frame", "__code__"}
 VERIFY_EVENT = "launcher.guard.verify"
+# The grader asks for a proof that a test cell ran in the guarded kernel, after the cell: a
+# keyed hash of a fresh word (see `install`); a kernel made to skip cells cannot give it.
+PROVE_EVENT = "launcher.guard.prove"
+KEY_FILE = "COURSE_GUARD_KEY_FILE"  # the environment variable naming the key's file
 TAKEN_EVENT = "launcher.hidden_tests.taken"  # a cell's hidden tests, run before the cell ran them
 
 # Who may ask: the course's packages and torch. (Where torch's own code lies matters also
@@ -129,6 +135,10 @@ class TamperingRefused(RuntimeError):
     """A submission's code tried something only code reaching into other code needs."""
 
 
+class GuardProof(Exception):  # noqa: N818 - not an error: how the proof leaves the audit hook
+    """Raised by the guard's hook for the grader's proof event: its message is the proof."""
+
+
 _installed: tuple[str, ...] = ()
 
 
@@ -146,13 +156,22 @@ def install(*packages: str, rank: bool = False) -> None:
     the launcher's fork server), and notes them in milliseconds. In the kernel, the fork server
     is fixed from now on (launcher/forkserver.py): started from the environment the kernel has
     now, never restarted, importing only the course's and torch's modules; and each request's
-    hidden tests are sealed as the kernel reads it (launcher/hidden_tests.py)."""
-    global _installed, _STARTUP
+    hidden tests are sealed as the kernel reads it (launcher/hidden_tests.py).
+
+    A grading kernel is started with ``COURSE_GUARD_KEY_FILE`` naming a file that holds a key
+    only the grader and this hook know: it is read and deleted here, before any submission's
+    code, and kept in the hook's closure alone, which no Python code can reach (frames, ``gc``
+    and ``ctypes`` are refused). After each test cell the grader sends a fresh word; the hook
+    answers with its keyed hash, after comparing what grading relies on. So a kernel whose
+    cells were made to run nothing (its shell's ``run_cell`` replaced, say) cannot pass a test."""
+    global _installed, _STARTUP, _baseline
     if _installed:
         return
     packages = tuple(dict.fromkeys(("launcher", *packages)))
     if rank and _baseline is not None and set(packages) <= set(_baseline[0]):
-        noted = _baseline[1]  # the fork server's, taken before any submission's code ran
+        # The fork server's, taken before any submission's code ran; from now on held by the
+        # hook alone (code in this rank could otherwise rewrite what it is compared with).
+        noted, _baseline = _baseline[1], None
     elif rank:
         noted = guard_state.note(packages)
     if not rank:
@@ -167,7 +186,9 @@ def install(*packages: str, rank: bool = False) -> None:
         noted = guard_state.note(packages)
     # Turning the guard off must show too: ranks started after it would not be guarded.
     noted["namespaces"]["launcher.guard"][0]["_installed"] = packages
+    noted["kinds"] = {}  # what each code object on a walked stack is (`_kind`)
     local = threading.local()
+    key = None if rank else _take_key()
 
     def hook(event: str, args: tuple) -> None:
         if event == "object.__getattr__" and args[1] not in FRAME_ATTRIBUTES:
@@ -176,6 +197,9 @@ def install(*packages: str, rank: bool = False) -> None:
             return  # the hook's own calls (it reads frames itself)
         local.busy = True
         try:
+            if event == PROVE_EVENT and key is not None and args and isinstance(args[0], str):
+                _raise_if_changed(noted, "code this test ran")
+                raise GuardProof(hmac.new(key, args[0].encode(), "sha256").hexdigest())
             _on_event(event, args, noted)
         finally:
             local.busy = False
@@ -194,6 +218,20 @@ def note_for_ranks(packages: tuple[str, ...]) -> None:
     global _baseline
     packages = tuple(dict.fromkeys(("launcher", *packages)))
     _baseline = (packages, guard_state.note(packages))
+
+
+def _take_key() -> bytes | None:
+    """The grader's key, from the file ``COURSE_GUARD_KEY_FILE`` names, which is then deleted."""
+    path = os.environ.pop(KEY_FILE, "")
+    if not path:
+        return None
+    try:
+        with open(path, "rb") as file:
+            key = file.read()
+    finally:
+        with contextlib.suppress(OSError):
+            os.remove(path)
+    return key or None
 
 
 def _codes_on_the_stack() -> list[types.CodeType]:
@@ -246,7 +284,7 @@ def _on_event(event: str, args: tuple, noted: dict[str, Any]) -> None:
     # Tracing set up in a thread the submission started (``threading.settrace``) has no caller.
     alone = event in ("sys.settrace", "sys.setprofile")
     taken = args[0] if event == "sys._getframe" and args and isinstance(args[0], types.FrameType) else None
-    if _asked_by_a_submission(sys._getframe(2), alone, taken):
+    if _asked_by_a_submission(sys._getframe(2), alone, taken, noted["kinds"]):
         if event == "sys.addaudithook":
             noted["refused_hook"] = True  # (Python drops the hook and this error silently)
         what = f"{event} ({args[1]})" if event == "object.__getattr__" else event
@@ -267,28 +305,53 @@ def _raise_if_changed(noted: dict[str, Any], who: str) -> None:
 
 
 def _asked_by_a_submission(
-    frame: types.FrameType | None, alone: bool = False, taken: types.FrameType | None = None
+    frame: types.FrameType | None,
+    alone: bool = False,
+    taken: types.FrameType | None = None,
+    kinds: dict[types.CodeType, Any] | None = None,
 ) -> bool:
     """Whether the code that caused an event is a submission's: walking out from ``frame`` (the
     one that caused it), past the libraries acting on their caller's behalf, the first frame that
     is not theirs decides. The course's and torch's, or a library function using a frame for
     itself (``taken``, the frame it takes, no further up than its caller: `_within_reach`), may; any
     other (a cell's, a module's the submission wrote, code made from a string) may not. Reaching
-    the bottom, only the kernel's own machinery asked (unless ``alone``)."""
+    the bottom, only the kernel's own machinery asked (unless ``alone``). ``kinds`` caches `_kind`
+    (the hook's own, which no other code can reach)."""
+    kinds = {} if kinds is None else kinds
     while frame is not None:
         code = frame.f_code
-        filename = code.co_filename
-        if filename.startswith(TRUSTED):
+        kind = kinds.get(code)
+        if kind is None:
+            kind = kinds[code] = _kind(code)
+        if kind is TRUSTED_CODE:
             return False
-        user = _private_user(filename, code)
-        if user is not None:
-            return PRIVATE_USERS[user] is not None and taken is not None and not _within_reach(frame, taken)
-        if alone and filename == threading.__file__ and code.co_name == "_bootstrap_inner":
+        if isinstance(kind, tuple):  # a library's function using a frame for itself
+            return PRIVATE_USERS[kind] is not None and taken is not None and not _within_reach(frame, taken)
+        if alone and code.co_filename == threading.__file__ and code.co_name == "_bootstrap_inner":
             return True
-        if not (filename.startswith(LIBRARIES) or filename.startswith("<frozen ") or code in _STARTUP):
+        if not (kind is LIBRARY_CODE or code in _STARTUP):
             return True
         frame = frame.f_back
     return alone
+
+
+# What the code of a frame is, for `_asked_by_a_submission`, found once for each code object
+# (the guard walks the same library frames over and over: cloudpickle reading functions' code
+# for every launch, say). Code objects cannot change, and each holds its file name.
+TRUSTED_CODE, LIBRARY_CODE, OTHER_CODE = "trusted", "library", "other"
+
+
+def _kind(code: types.CodeType) -> Any:
+    """TRUSTED_CODE, a PRIVATE_USERS key, LIBRARY_CODE or OTHER_CODE."""
+    filename = code.co_filename
+    if filename.startswith(TRUSTED):
+        return TRUSTED_CODE
+    user = _private_user(filename, code)
+    if user is not None:
+        return user
+    if filename.startswith(LIBRARIES) or filename.startswith("<frozen "):
+        return LIBRARY_CODE
+    return OTHER_CODE
 
 
 def _private_user(filename: str, code: types.CodeType) -> tuple[str, str] | None:

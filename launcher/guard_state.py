@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import contextlib
 import functools
+import operator
 import re
 import sys
 import threading
@@ -105,6 +106,9 @@ SHELL_METHODS = (
 )
 # What the kernel itself swaps for every request it runs (ipykernel's stdin for ``input``).
 SWAPPED = {"builtins.input"}
+# What IPython puts in builtins only while it runs a cell (its builtin trap): gone between cells,
+# when the guard looks at a test cell's end, and the same object whenever it is there.
+TRAPPED = {"builtins.get_ipython"}
 CONSTANT = re.compile(r"_*[A-Z][A-Z0-9_]*")
 
 CODE_TYPES = (
@@ -162,20 +166,53 @@ def contents(value: Any, depth: int = 4) -> Any:
 
 
 def _function_state(function: types.FunctionType) -> tuple:
-    return (Same(function.__code__), contents(function.__defaults__), contents(function.__kwdefaults__))
+    """A function's code, defaults and keyword defaults, by identity, and the defaults' contents
+    where they hold something that can change in place (a list, a dict: keyword defaults are one)."""
+    defaults, kwdefaults = function.__defaults__, function.__kwdefaults__
+    held = (contents(defaults), contents(kwdefaults)) if kwdefaults or _mutable(defaults) else None
+    return (function.__code__, defaults, kwdefaults, held)
 
 
-def _values(namespace: Any, course: bool) -> tuple[dict[str, Any], dict[str, Any], dict[str, Any]]:
-    """A namespace's code (by identity), its functions' code and defaults, and, for the course's
-    own, its constants' contents."""
+def _function_changed(function: types.FunctionType, state: tuple) -> bool:
+    # Each attribute read here is an audit event the guard's hook sees, so only those that can
+    # matter are read: defaults count only for a code with positional parameters, keyword
+    # defaults only for one with keyword-only parameters.
+    code, defaults, kwdefaults, held = state
+    if function.__code__ is not code:
+        return True
+    if (code.co_argcount or defaults is not None) and function.__defaults__ is not defaults:
+        return True
+    if (code.co_kwonlyargcount or kwdefaults is not None) and function.__kwdefaults__ is not kwdefaults:
+        return True
+    return held is not None and (contents(defaults), contents(kwdefaults)) != held
+
+
+def _mutable(value: Any) -> bool:
+    """Whether ``value`` holds, within what `contents` compares, a container that can change in place."""
+    kind = type(value)
+    if kind in (list, dict, set):
+        return True
+    return kind in (tuple, frozenset) and any(_mutable(item) for item in value)
+
+
+def _values(
+    namespace: Any, course: bool, name: str, functions: dict[int, tuple]
+) -> tuple[dict[str, Any], dict[str, Any]]:
+    """A namespace's code (by identity) and, for the course's own, its constants' contents; its
+    functions' states go into ``functions``, once for each function however many names it has."""
     code = {key: value for key, value in namespace.items() if is_code(value)}
-    functions = {k: _function_state(v) for k, v in code.items() if type(v) is types.FunctionType}
+    for key, value in code.items():
+        if type(value) is types.FunctionType and id(value) not in functions:
+            # (Named where it was defined, if it says: it may be imported under many names.)
+            where = getattr(value, "__module__", None)
+            named = f"{where}.{value.__qualname__}" if isinstance(where, str) else f"{name}.{key}"
+            functions[id(value)] = (named, value, _function_state(value))
     constants = (
         {k: contents(v) for k, v in namespace.items() if not is_code(v) and CONSTANT.fullmatch(k)}
         if course
         else {}
     )
-    return code, functions, constants
+    return code, constants
 
 
 def note(packages: tuple[str, ...]) -> dict[str, Any]:
@@ -185,8 +222,10 @@ def note(packages: tuple[str, ...]) -> dict[str, Any]:
         for name, module in list(sys.modules.items())
         if module is not None and (name in WATCHED_MODULES or name.split(".")[0] in packages)
     }
+    functions: dict[int, tuple] = {}
     namespaces = {
-        name: _values(vars(module), name.split(".")[0] in packages) for name, module in modules.items()
+        name: _values(vars(module), name.split(".")[0] in packages, name, functions)
+        for name, module in modules.items()
     }
     classes = {}
     for name, module in modules.items():
@@ -201,7 +240,11 @@ def note(packages: tuple[str, ...]) -> dict[str, Any]:
     return {
         "modules": modules,
         "namespaces": namespaces,
-        "classes": {name: (cls, _values(vars(cls), course)) for name, (cls, course) in classes.items()},
+        "classes": {
+            name: (cls, _values(vars(cls), course, name, functions))
+            for name, (cls, course) in classes.items()
+        },
+        "functions": list(functions.values()),
         "system": _system_state(),
         "refused_hook": False,  # set when a submission tries to add an audit hook
         "taken": False,  # set when a cell's hidden tests ran before the cell ran them
@@ -279,6 +322,11 @@ def changes(noted: dict[str, Any], submissions_code: Any) -> list[str]:
         changed += [
             f"{name}.{key}" for key in now.keys() - values[0].keys() if is_code(now[key]) and key[:2] != "__"
         ]
+    changed += [
+        f"{name}'s code or defaults"
+        for name, function, state in noted["functions"]
+        if _function_changed(function, state)
+    ]
     system = _system_state()
     changed += [what for what, value in noted["system"].items() if system[what] != value]
     if noted["refused_hook"]:
@@ -290,20 +338,22 @@ def changes(noted: dict[str, Any], submissions_code: Any) -> list[str]:
     return changed
 
 
-def _namespace_changes(name: str, now: Any, values: tuple[dict, dict, dict]) -> list[str]:
-    code, functions, constants = values
-    changed = [
-        f"{name}.{key}"
-        for key, value in code.items()
-        if now.get(key) is not value
-        and f"{name}.{key}" not in SWAPPED
-        and not _torch_wraps(now.get(key), value)
-    ]
-    changed += [
-        f"{name}.{key}'s code or defaults"
-        for key, state in functions.items()
-        if now.get(key) is code[key] and _function_state(code[key]) != state
-    ]
+def _namespace_changes(name: str, now: Any, values: tuple[dict, dict]) -> list[str]:
+    code, constants = values
+    # (Compared in C first: at every look, almost every namespace is unchanged.)
+    same = not any(map(operator.is_not, map(now.get, code), code.values()))
+    changed = (
+        []
+        if same
+        else [
+            f"{name}.{key}"
+            for key, value in code.items()
+            if now.get(key) is not value
+            and f"{name}.{key}" not in SWAPPED
+            and not (key not in now and f"{name}.{key}" in TRAPPED)
+            and not _torch_wraps(now.get(key), value)
+        ]
+    )
     changed += [
         f"{name}.{key}" for key, held in constants.items() if key not in now or contents(now[key]) != held
     ]

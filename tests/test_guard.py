@@ -269,3 +269,49 @@ def test_a_communication_log_finds_collectives_hidden_from_its_counting() -> Non
     )
     with pytest.raises(LaunchError, match="1 of the collectives this rank ran were hidden"):
         launch(functools.partial(_hides_a_collective, hide=True), 2)
+
+
+def test_the_guard_proves_with_a_key_no_code_can_read(tmp_path) -> None:
+    # The grader's key reaches the guard in a file it deletes as it reads it; after that, only the
+    # hook can make the keyed hash of a word, and only while nothing grading relies on changed.
+    import hmac
+
+    from grading import execute, sandbox
+    from launcher import guard
+
+    assert (sandbox.KEY_FILE, execute.PROVE_EVENT) == (guard.KEY_FILE, guard.PROVE_EVENT)
+    key = b"k" * 32
+    (tmp_path / "key").write_bytes(key)
+    script = (
+        "import os, sys\n"
+        "from launcher import guard\n"
+        "guard.install('autograder')\n"
+        f"print('file left', os.path.exists({str(tmp_path / 'key')!r}), guard.KEY_FILE in os.environ)\n"
+        "def prove(word):\n"
+        "    try:\n"
+        f"        sys.audit({guard.PROVE_EVENT!r}, word)\n"
+        "    except Exception as error:\n"
+        "        return f'{type(error).__name__} {error}'[:120]\n"
+        "print(prove('one'))\n"
+        "import autograder.checks.expect as expect\n"
+        "expect.fail = lambda message: None\n"
+        "print(prove('two'))\n"
+    )
+    env = {**__import__("os").environ, guard.KEY_FILE: str(tmp_path / "key")}
+    done = subprocess.run(
+        [sys.executable, "-c", script], capture_output=True, text=True, timeout=300, cwd=REPO, env=env
+    )
+    lines = done.stdout.splitlines()
+    assert lines[0] == "file left False False", done.stdout + done.stderr
+    assert lines[1] == f"GuardProof {hmac.new(key, b'one', 'sha256').hexdigest()}"
+    assert lines[2].startswith("TamperingDetected code this test ran changed"), lines[2]
+
+
+def test_a_rank_cannot_reach_what_its_guard_compares_with() -> None:
+    # (The fork server's baseline, once a rank's guard took it, is held by the rank's hook alone:
+    # code in the rank could otherwise rewrite what the rank's state is compared with.)
+    script = (
+        "from launcher import launch\n"
+        "print(launch(lambda rank, size: __import__('launcher.guard').guard._baseline is None, 2))\n"
+    )
+    assert run_guarded(script)[-1] == "[True, True]"

@@ -8,10 +8,12 @@ from typing import Any
 
 import torch
 
-from launcher import LaunchError, launch
+from launcher import LaunchError, LaunchHang, launch
 from launcher.hangs import SLOW_NOT_STUCK
 
 from .expect import expect_equal, expect_tensor, fail
+
+RECHECK_S = 8.0  # the longest a failed run's second run, with the collectives checked, may take
 
 
 def fresh_seed() -> int:
@@ -39,12 +41,28 @@ def run_ranks(
     without GPUs. ``what`` says what was being run, for the message (default: the function's name).
     ``diagnoses`` maps words a failure's report may contain (an error torch raises for a known
     mistake) to what that mistake is; the first found is said before the report.
+
+    Torch's check that every rank calls the same collective (`launch`'s ``check_collectives``)
+    makes each collective several times slower on Gloo, and a right answer never needs it. So,
+    unless the caller chooses, the ranks run without it, and only if that fails, again with it:
+    a mismatched collective is then named, rather than seen as a hang or a size Gloo refused.
+    (The second run may take at most RECHECK_S; if it only hangs, the first run's report stands.)
     """
     __tracebackhide__ = True
+    chosen = "check_collectives" in kwargs
+    kwargs.setdefault("check_collectives", False)
     try:
         return launch(fn, world_size, *args, backend="gloo", timeout=timeout, **kwargs)
     except LaunchError as err:
         report = _for_a_check(str(err), timeout)
+    if not chosen:
+        try:
+            kwargs["check_collectives"] = True
+            launch(fn, world_size, *args, backend="gloo", timeout=min(timeout, RECHECK_S), **kwargs)
+        except LaunchHang:
+            pass
+        except LaunchError as err:
+            report = _for_a_check(str(err), timeout)
     # Failing here, outside the except block, shows the launcher's report once: inside it,
     # Python would print the LaunchError too, "during handling" of which this one happened.
     ranks = f"{world_size} rank{'s' if world_size != 1 else ''}"
