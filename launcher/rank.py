@@ -17,6 +17,7 @@ from __future__ import annotations
 import contextlib
 import ctypes
 import faulthandler
+import functools
 import io
 import os
 import pickle
@@ -125,8 +126,12 @@ def run_rank(
         _die_with(server)
         spec: LaunchSpec = pickle.loads(spec_bytes)
         _prepare_process(spec, rank)
+        look = None
         if spec.guarded:
             guard.install(*spec.guarded, rank=True)
+            # The guard's look when the function returns, held in this frame, which no code can
+            # reach: through names (``guard.verify``, ``sys.audit``) code in the rank could replace.
+            look = functools.partial(sys.audit, guard.VERIFY_EVENT)
         _context = RankContext(rank, spec.world_size, spec.backend)
         threading.Thread(target=_serve_control, args=(control_fd, result_fd), daemon=True).start()
     except BaseException:  # noqa: BLE001 - the rank cannot run at all; say why on its stderr
@@ -140,8 +145,8 @@ def run_rank(
         _init_process_group(spec, rank)
         _phase = RUNNING
         result = fn(rank, spec.world_size, *args, **kwargs)
-        if spec.guarded:
-            guard.verify()  # what this rank's checks relied on, unchanged while it ran
+        if look is not None:
+            look()  # what this rank's checks relied on, unchanged while it ran
     except BaseException as exc:  # noqa: BLE001 - every failure is reported, SystemExit included
         _report_failure(result_fd, exc)
 

@@ -315,3 +315,24 @@ def test_a_rank_cannot_reach_what_its_guard_compares_with() -> None:
         "print(launch(lambda rank, size: __import__('launcher.guard').guard._baseline is None, 2))\n"
     )
     assert run_guarded(script)[-1] == "[True, True]"
+
+
+def test_a_rank_cannot_turn_its_look_off() -> None:
+    # (The look when a rank's function returns is held where no code can reach: replacing the
+    # names it would go through, then a check, is still found.)
+    script = (
+        "from launcher import launch, LaunchError\n"
+        "def tamper(rank, size):\n"
+        "    import sys\n"
+        "    import autograder.checks.expect as expect\n"
+        "    import launcher.guard as guard\n"
+        "    guard.verify = lambda: None\n"
+        "    sys.audit = lambda *args: None\n"
+        "    expect.fail = lambda message: None\n"
+        "try:\n"
+        "    launch(tamper, 2)\n"
+        "    print('not found')\n"
+        "except LaunchError as error:\n"
+        "    print('TamperingDetected' in str(error))\n"
+    )
+    assert run_guarded(script)[-1] == "True"
