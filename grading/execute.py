@@ -249,8 +249,8 @@ class SandboxedExecute(Execute):
         if self._check_budget() and any(o.get("ename") == "CellTimeoutError" for o in cell.outputs):
             message = f"This cell was stopped: {self._stopped}."
             cell.outputs.append(_error("NotebookTimeout", message))
-        elif self.guard and _is_test(cell):
-            changed = self._unproven(cell, proof) if proof is not None else self._changed_while_running()
+        elif proof is not None:
+            changed = self._unproven(cell, proof)
             if changed is not None:
                 cell.outputs = [_error("TamperingDetected", changed)]
         return cell, resources
@@ -258,7 +258,8 @@ class SandboxedExecute(Execute):
     def _ask_for_proof(self) -> str | None:
         """Have the test cell's request end with the guard's proof that the cell ran (see
         launcher/guard.py's `install`), and return the proof expected: a keyed hash of a fresh
-        word. None where the kernel's guard holds no key of ours."""
+        word. None where the kernel's guard holds no key of ours (a kernel manager not the
+        course's): then only the guard's look as the next cell starts finds a change."""
         key = getattr(self.km, "guard_key", None)
         if not isinstance(self.kc, PromptKernelClient) or not key:
             return None
@@ -284,19 +285,6 @@ class SandboxedExecute(Execute):
         if found.get("ename") == "GuardProof" and hmac.compare_digest(str(found.get("evalue", "")), expected):
             return None
         return UNPROVEN
-
-    def _changed_while_running(self) -> str | None:
-        """What the code a test cell ran changed of what grading relies on, if anything: the
-        kernel's guard (launcher/guard.py) checks as each cell starts, so an empty cell tells."""
-        try:
-            msg_id = self.kc.execute("pass", silent=True, store_history=False)
-            reply = self.wait_for_reply(msg_id)
-        except Exception:  # noqa: BLE001 - a kernel that stopped is the next cell's to report
-            return None
-        content = (reply or {}).get("content", {})
-        if content.get("ename") != "TamperingDetected":
-            return None
-        return content.get("evalue", "").replace("code run before this cell", "code this test ran", 1)
 
     def _check_budget(self) -> bool:
         """Whether the notebook's time budget ran out (with under a second left) just now."""

@@ -275,6 +275,7 @@ def test_the_guard_proves_with_a_key_no_code_can_read(tmp_path) -> None:
     # The grader's key reaches the guard in a file it deletes as it reads it; after that, only the
     # hook can make the keyed hash of a word, and only while nothing grading relies on changed.
     import hmac
+    import os
 
     from grading import execute, sandbox
     from launcher import guard
@@ -297,7 +298,7 @@ def test_the_guard_proves_with_a_key_no_code_can_read(tmp_path) -> None:
         "expect.fail = lambda message: None\n"
         "print(prove('two'))\n"
     )
-    env = {**__import__("os").environ, guard.KEY_FILE: str(tmp_path / "key")}
+    env = {**os.environ, guard.KEY_FILE: str(tmp_path / "key")}
     done = subprocess.run(
         [sys.executable, "-c", script], capture_output=True, text=True, timeout=300, cwd=REPO, env=env
     )
