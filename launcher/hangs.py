@@ -15,7 +15,7 @@ from typing import Any
 from .errors import format_frame, is_torch_internal, ranks_label
 from .wire import JOINING
 
-_POINT_TO_POINT = {"send", "recv", "isend", "irecv", "batch_isend_irecv"}
+POINT_TO_POINT = {"send", "recv", "isend", "irecv", "batch_isend_irecv"}
 IDLE_CPU_S = 0.05  # CPU time a rank may use between two looks and still count as idle
 
 
@@ -62,11 +62,11 @@ class RankStack:
         if frame is None or self.threads:
             return set(), True
         peers = frame["peers"]
-        if frame["name"] in _POINT_TO_POINT and ("src" in peers or "dst" in peers):
+        if frame["name"] in POINT_TO_POINT and ("src" in peers or "dst" in peers):
             return {peers.get("src", peers.get("dst"))}, True
         group = peers.get("group")
         others = (set(group) if group is not None else set(range(world_size))) - {self.rank}
-        return others, frame["name"] not in _POINT_TO_POINT
+        return others, frame["name"] not in POINT_TO_POINT
 
     def same_place(self, other: RankStack) -> bool:
         """True if both looks found the rank in the same call, having done no work in between."""
@@ -209,7 +209,7 @@ def hang_report(
 
 
 def _hang_advice(stacks: dict[int, RankStack], stuck: dict[int, str]) -> str:
-    collectives = {rank: s.op for rank, s in stacks.items() if s.op and s.op not in _POINT_TO_POINT}
+    collectives = {rank: s.op for rank, s in stacks.items() if s.op and s.op not in POINT_TO_POINT}
     if len(set(collectives.values())) > 1:
         by_op: dict[str, list[int]] = {}
         for rank, op in sorted(collectives.items()):

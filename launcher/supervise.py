@@ -267,7 +267,7 @@ class Supervisor:
                 type_name=body["type_name"],
                 message=body["message"],
             )
-            self._schedule_stop(FAILURE_GRACE_S)
+            self._schedule_stop(self._grace())
         elif kind == "stack" and rank in self.look_waiting and body["look"] == self.looks_asked[rank]:
             self.look[rank] = RankStack(rank, body["phase"], body["frames"], body["cpu_s"], body["threads"])
             self.look_waiting.discard(rank)
@@ -288,7 +288,13 @@ class Supervisor:
         # say so (what the rest then report about lost connections is set aside as a consequence).
         phase = RETURNED if rank in self.results else SENDING if rank in self.returning else RUNNING
         self.failures[rank] = RankFailure(rank=rank, exitcode=code, phase=phase)
-        self._schedule_stop(FAILURE_GRACE_S)
+        self._schedule_stop(self._grace())
+
+    def _grace(self) -> float:
+        """How long the ranks get, after one failed, to report their own errors: none once every
+        rank has failed or sent its result (nothing more can come)."""
+        heard = set(self.failures) | set(self.results)
+        return 0.0 if len(heard) == self.size else FAILURE_GRACE_S
 
     @property
     def send_deadline_s(self) -> float:

@@ -14,6 +14,7 @@ import time
 import warnings
 from pathlib import Path
 
+import machine
 import psutil
 import pytest
 import torch
@@ -706,3 +707,18 @@ def test_gloos_own_connection_notes_are_not_relayed(capsys) -> None:
     printer.feed(1, "err", note)
     printer.flush()
     assert capsys.readouterr() == ("[rank 1] step 0\n", "")
+
+
+def _fails_at_once(rank: int, world_size: int) -> None:
+    raise ValueError(f"rank {rank} gives up")
+
+
+def test_a_launch_whose_every_rank_failed_ends_without_waiting_for_more(monkeypatch) -> None:
+    # After a rank fails, the others get a moment to report errors of their own; once every rank
+    # has, there is nothing left to wait for.
+    monkeypatch.setattr("launcher.supervise.FAILURE_GRACE_S", 60.0)
+    start = time.monotonic()
+    with pytest.raises(LaunchError) as caught:
+        launch(_fails_at_once, 3, timeout=60)
+    assert sorted(caught.value.exceptions) == [0, 1, 2]
+    assert time.monotonic() - start < machine.scaled(20)

@@ -65,3 +65,54 @@ def test_a_ring_whose_messages_match_runs(world_size: int) -> None:
     assert launch(matched_ring, world_size, backend="gloo") == [
         (r - 1) % world_size for r in range(world_size)
     ]
+
+
+def not_written_yet(rank: int, world_size: int) -> None:
+    raise NotImplementedError("write this function")
+
+
+def collectives_that_differ(rank: int, world_size: int) -> None:
+    """Rank 0 sums 4 numbers, the others 6: Gloo refuses it, or the ranks wait forever."""
+    dist.all_reduce(torch.ones(4 if rank == 0 else 6))
+
+
+def test_a_check_runs_again_with_the_collective_check_only_if_a_mismatch_could_be_why(monkeypatch) -> None:
+    from autograder.checks import CheckFailed, ranks
+
+    checked: list[bool] = []
+
+    def counting_launch(*args, **kwargs):
+        checked.append(kwargs["check_collectives"])
+        return launch(*args, **kwargs)
+
+    monkeypatch.setattr(ranks, "launch", counting_launch)
+    with pytest.raises(CheckFailed, match="NotImplementedError: write this function"):
+        ranks.run_ranks(not_written_yet, 2)
+    assert checked == [False]  # a plain error of the rank's own: its report says everything
+
+    checked.clear()
+    with pytest.raises(CheckFailed) as caught:
+        ranks.run_ranks(collectives_that_differ, 2, timeout=10)
+    assert checked == [False, True]
+    assert "ranks disagree" in str(caught.value), caught.value
+
+
+def receives_first(rank: int, world_size: int) -> None:
+    """Every rank receives from its left before it sends: a circle that never starts."""
+    dist.recv(torch.empty(2), src=(rank - 1) % world_size)
+    dist.send(torch.ones(2), dst=(rank + 1) % world_size)
+
+
+def test_a_check_whose_ranks_wait_only_in_sends_and_receives_is_not_run_again(monkeypatch) -> None:
+    from autograder.checks import CheckFailed, ranks
+
+    checked: list[bool] = []
+
+    def counting_launch(*args, **kwargs):
+        checked.append(kwargs["check_collectives"])
+        return launch(*args, **kwargs)
+
+    monkeypatch.setattr(ranks, "launch", counting_launch)
+    with pytest.raises(CheckFailed, match="in a circle of ranks"):
+        ranks.run_ranks(receives_first, 3, timeout=20)
+    assert checked == [False]  # torch's collective check does not look at sends and receives

@@ -9,7 +9,7 @@ from typing import Any
 import torch
 
 from launcher import LaunchError, LaunchHang, launch
-from launcher.hangs import SLOW_NOT_STUCK
+from launcher.hangs import POINT_TO_POINT, SLOW_NOT_STUCK
 
 from .expect import expect_equal, expect_tensor, fail
 
@@ -44,8 +44,9 @@ def run_ranks(
 
     Torch's check that every rank calls the same collective (`launch`'s ``check_collectives``)
     makes each collective several times slower on Gloo, and a right answer never needs it. So,
-    unless the caller chooses, the ranks run without it, and only if that fails, again with it:
-    a mismatched collective is then named, rather than seen as a hang or a size Gloo refused.
+    unless the caller chooses, the ranks run without it, and only if that fails in a way a
+    mismatched collective could cause (a hang, a rank that died, an error from torch.distributed),
+    again with it: the mismatch is then named, rather than seen as a hang or a size Gloo refused.
     (The second run may take at most RECHECK_S; if it only hangs, the first run's report stands.)
     """
     __tracebackhide__ = True
@@ -55,7 +56,8 @@ def run_ranks(
         return launch(fn, world_size, *args, backend="gloo", timeout=timeout, **kwargs)
     except LaunchError as err:
         report = _for_a_check(str(err), timeout)
-    if not chosen:
+        again = not chosen and _may_be_a_mismatch(err)
+    if again:
         try:
             kwargs["check_collectives"] = True
             launch(fn, world_size, *args, backend="gloo", timeout=min(timeout, RECHECK_S), **kwargs)
@@ -68,6 +70,26 @@ def run_ranks(
     ranks = f"{world_size} rank{'s' if world_size != 1 else ''}"
     diagnosis = next((f" {said}" for words, said in (diagnoses or {}).items() if words in report), "")
     fail(f"{what or getattr(fn, '__name__', 'the function')} on {ranks} failed:{diagnosis}\n{report}")
+
+
+# What torch.distributed raises when an exchange breaks (a peer gone, a size Gloo refused, its own
+# timeout): a collective the ranks called differently may be the cause.
+EXCHANGE_ERRORS = {"RuntimeError", "DistError", "DistBackendError", "DistNetworkError", "DistStoreError"}
+
+
+def _may_be_a_mismatch(err: LaunchError) -> bool:
+    """Whether running again with torch's collective check could say more. Not when every rank
+    that failed raised an ordinary Python error of its own (a NotImplementedError, a failed
+    check, a TypeError), which the report already shows where it was raised; nor when every rank
+    still running waits in a send or a receive, which that check does not look at."""
+    if isinstance(err, LaunchHang):
+        waiting = set(err.stacks) - set(err.returned)
+        return not (
+            waiting and set(err.blocked_in) == waiting and set(err.blocked_in.values()) <= POINT_TO_POINT
+        )
+    if not err.failures:
+        return True
+    return any(not f.type_name or f.type_name in EXCHANGE_ERRORS for f in err.failures)
 
 
 def _for_a_check(report: str, timeout: float) -> str:
