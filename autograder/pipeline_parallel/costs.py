@@ -325,8 +325,25 @@ def _torch_checkpoint_watched(used: list[str]) -> Iterator[None]:
 def measure_checkpointing(checkpointed: Callable, num_layers: int, segments: int) -> tuple[int, int]:
     """``(kept, recomputed)`` of ``checkpointed`` on a stack of ``num_layers`` layers: the layers'
     outputs still alive once its forward has returned, and the layers started again in backward."""
-    got = _checkpoint_on_layers(checkpointed, num_layers, segments, input_grad=True)
+    with _collecting_only_what_is_made():
+        got = _checkpoint_on_layers(checkpointed, num_layers, segments, input_grad=True)
     return got["kept"], got["recomputed"]
+
+
+@contextlib.contextmanager
+def _collecting_only_what_is_made() -> Iterator[None]:
+    """Within, ``gc.collect()`` looks only at objects made within: what existed before is set aside
+    (``gc.freeze``). A collection of everything a kernel holds with torch loaded takes a tenth of a
+    second or more, and a check collects after each forward pass it measures. (In a rank, the fork
+    server has set aside what it held already: left as it is.)"""
+    if gc.get_freeze_count():
+        yield
+        return
+    gc.freeze()
+    try:
+        yield
+    finally:
+        gc.unfreeze()
 
 
 def _checkpoint_on_layers(checkpointed: Callable, num_layers: int, segments: int, input_grad: bool) -> dict:
@@ -412,7 +429,8 @@ def check_checkpointing(
         if not input_grad:
             what += " on an input that needs no gradient (a first stage's data)"
         predicted = _predicted(checkpoint_costs, num_layers, segments)  # before anything is measured
-        got = _checkpoint_on_layers(checkpointed, num_layers, segments, input_grad)
+        with _collecting_only_what_is_made():
+            got = _checkpoint_on_layers(checkpointed, num_layers, segments, input_grad)
         if got["torch"]:
             fail(
                 f"{what} ran torch's own {got['torch']} checkpointing (torch.utils.checkpoint): "
