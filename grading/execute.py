@@ -156,6 +156,8 @@ class SandboxedExecute(Execute):
             if spare is not None:
                 spare.started_ahead = True
                 self.km = km = spare
+            elif self.kernel_stderr is None:
+                km.imports_first = spare_kernel.import_code(self.nb)  # before the guard, as a spare's
         if getattr(km, "client_factory", None) is AsyncKernelClient:
             km.client_factory = PromptKernelClient
         return km
@@ -179,7 +181,7 @@ class SandboxedExecute(Execute):
         )
         # (nbclient adds the history file's argument as it starts a kernel.)
         arguments = tuple(a for a in self.extra_arguments if not a.startswith("--HistoryManager.hist_file"))
-        return (*settings, arguments, spare_kernel.warm_up_code(self.nb))
+        return (*settings, arguments, spare_kernel.import_code(self.nb), spare_kernel.warm_up_code(self.nb))
 
     async def async_start_new_kernel_client(self) -> Any:
         km = self.km
@@ -203,6 +205,7 @@ class SandboxedExecute(Execute):
         km = self.kernel_manager_class(kernel_name=self.km.kernel_name, config=self.config)
         self._configure(km)
         key = self._spare_key(km)
+        km.imports_first = key[-2]  # before the guard (see spare_kernel.import_code)
         warm_up = [f"--IPKernelApp.exec_lines={key[-1]}"] if key[-1] else []
         try:
             await km.start_kernel(extra_arguments=[*self.extra_arguments, *warm_up])

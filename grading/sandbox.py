@@ -259,13 +259,16 @@ class CourseKernelManager(AsyncKernelManager):
         self.stderr_path: str | None = None
         self.guard = True  # start the kernel guarded against tampering (launcher/guard.py)
         self.guard_key: bytes | None = None  # the key its guard proves test cells ran with
+        self.imports_first = ""  # code the kernel runs before the guard is installed (a spare's imports)
 
     async def _async_pre_start_kernel(self, **kw: Any) -> tuple[list[str], dict[str, Any]]:
         kw["env"] = course_first(kw.get("env") or dict(os.environ))
+        first = [f"--IPKernelApp.exec_lines={self.imports_first}"] if self.imports_first else []
         if self.guard:
             # Before any cell: the guard notes what grading relies on, and watches what code does.
-            kw["extra_arguments"] = [GUARD, *kw.get("extra_arguments", [])]
+            first.append(GUARD)
             kw["env"][KEY_FILE] = self._key_file()
+        kw["extra_arguments"] = [*first, *kw.get("extra_arguments", [])]
         return await super()._async_pre_start_kernel(**kw)
 
     def _key_file(self) -> str:

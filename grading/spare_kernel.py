@@ -19,11 +19,37 @@ from typing import Any
 IN_KERNEL_DISPATCH_MODES = {"FakeClock", "Timeline", "CommLog", "CommDebugMode"}
 
 
-def warm_up_code(nb: Any) -> str:
+def import_code(nb: Any) -> str:
     """Code that imports what the notebook's locked cells import (the course's own cells, which
-    nbgrader restores before grading), starts the launcher's fork server if they import the
-    launcher, and warms the checks up if they import one that needs it. It binds no names:
-    the notebook's own imports still do that."""
+    nbgrader restores before grading). It binds no names: the notebook's own imports still do that.
+
+    A spare kernel runs it first, before grading's guard is installed (grading/sandbox.py): no
+    submission's code has run then, nor can it be imported (the kernel's working folder is still
+    empty), and imports made under the guard cost more, each of their reads of a function's code
+    being an event the guard judges (matplotlib's, as ``visuals`` imports it, took half a second
+    of every kernel's CPU)."""
+    modules, _ = _course_imports(nb)
+    if not modules:
+        return ""
+    # A module that fails to import here fails in the notebook too, where the student sees why.
+    code = f"for _module in {sorted(modules)!r}:\n    try:\n        __import__(_module)\n"
+    return code + "    except Exception:\n        pass\ndel _module\n"
+
+
+def warm_up_code(nb: Any) -> str:
+    """Code run once the guard is installed: it starts the launcher's fork server if the locked
+    cells import the launcher, and warms the checks up if they import one that needs it."""
+    modules, names = _course_imports(nb)
+    code = ""
+    if any(m == "launcher" or m.startswith("launcher.") for m in modules):
+        code += "__import__('launcher.forkserver').forkserver.get_server()\n"
+    if names & IN_KERNEL_DISPATCH_MODES:  # (elsewhere it would cost a second of CPU for nothing)
+        code += "__import__('autograder.checks').checks.warm_up()\n"
+    return code
+
+
+def _course_imports(nb: Any) -> tuple[dict[str, None], set[str]]:
+    """The modules the notebook's locked cells import, and the names they import from them."""
     modules: dict[str, None] = {}
     names: set[str] = set()
     for cell in nb.cells:
@@ -34,16 +60,7 @@ def warm_up_code(nb: Any) -> str:
                 elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
                     modules.update({node.module: None})
                     names.update(alias.name for alias in node.names)
-    if not modules:
-        return ""
-    # A module that fails to import here fails in the notebook too, where the student sees why.
-    code = f"for _module in {sorted(modules)!r}:\n    try:\n        __import__(_module)\n"
-    code += "    except Exception:\n        pass\ndel _module\n"
-    if any(m == "launcher" or m.startswith("launcher.") for m in modules):
-        code += "__import__('launcher.forkserver').forkserver.get_server()\n"
-    if names & IN_KERNEL_DISPATCH_MODES:  # (elsewhere it would cost a second of CPU for nothing)
-        code += "__import__('autograder.checks').checks.warm_up()\n"
-    return code
+    return modules, names
 
 
 def _parse(source: str) -> ast.AST:

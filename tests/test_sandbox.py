@@ -21,6 +21,7 @@ or changed the gradebook, another student's folder or the course, shows in every
 from __future__ import annotations
 
 import ast
+import asyncio
 import os
 import resource
 import shutil
@@ -266,7 +267,7 @@ def test_a_spare_kernel_imports_what_the_course_cells_import_and_binds_nothing()
     course.metadata.nbgrader = {"locked": True, "grade_id": "setup", "grade": False, "solution": False}
     students = nbformat.v4.new_code_cell("import antigravity")  # a student's cell: not imported ahead
     nb = nbformat.v4.new_notebook(cells=[course, students])
-    code = spare_kernel.warm_up_code(nb)
+    code = spare_kernel.import_code(nb) + spare_kernel.warm_up_code(nb)
     probe = (
         "import sys\n"
         f"{code}\n"
@@ -283,7 +284,27 @@ def test_a_spare_kernel_imports_what_the_course_cells_import_and_binds_nothing()
     assert "forkserver" not in spare_kernel.warm_up_code(nb)  # no launcher: no fork server
     assert "warm_up" not in spare_kernel.warm_up_code(nb)  # no check that needs warming up
     nb.cells[0].metadata.nbgrader["locked"] = False
-    assert spare_kernel.warm_up_code(nb) == ""
+    assert spare_kernel.import_code(nb) == spare_kernel.warm_up_code(nb) == ""
+
+
+def test_a_kernel_imports_the_course_cells_modules_before_its_guard_is_installed(monkeypatch) -> None:
+    # (Under the guard, each read of a function's code by those imports is an event it judges.)
+    started: dict = {}
+
+    async def record(self, **kw):
+        started.update(kw)
+        return [], kw
+
+    monkeypatch.setattr(sandbox.AsyncKernelManager, "_async_pre_start_kernel", record)
+    km = sandbox.CourseKernelManager()
+    km.imports_first = "import math\n"
+    asyncio.run(km._async_pre_start_kernel(extra_arguments=["--IPKernelApp.exec_lines=warm()"]))
+    assert started["extra_arguments"] == [
+        "--IPKernelApp.exec_lines=import math\n",
+        sandbox.GUARD,
+        "--IPKernelApp.exec_lines=warm()",
+    ]
+    os.remove(started["env"][sandbox.KEY_FILE])
 
 
 def test_nothing_an_attack_started_is_left_running(graded: GradedClass) -> None:
