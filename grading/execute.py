@@ -156,8 +156,6 @@ class SandboxedExecute(Execute):
             if spare is not None:
                 spare.started_ahead = True
                 self.km = km = spare
-            elif self.kernel_stderr is None:
-                km.imports_first = spare_kernel.import_code(self.nb)  # before the guard, as a spare's
         if getattr(km, "client_factory", None) is AsyncKernelClient:
             km.client_factory = PromptKernelClient
         return km
@@ -165,6 +163,9 @@ class SandboxedExecute(Execute):
     def _configure(self, km: SandboxedKernelManager) -> None:
         km.max_tasks, km.max_memory, km.bwrap = self.max_tasks, self.max_memory, self.bwrap
         km.gpus, km.guard = self.gpus, self.guard
+        # Run before the guard is installed (see spare_kernel.import_code); not in the check before
+        # grading, which runs a probe of its own rather than the notebook.
+        km.imports_first = spare_kernel.import_code(self.nb) if self.kernel_stderr is None else ""
         course = self.config.get("CourseDirectory", {}).get("root")
         km.hidden += [Path(course).resolve()] if course else []
 
@@ -205,7 +206,6 @@ class SandboxedExecute(Execute):
         km = self.kernel_manager_class(kernel_name=self.km.kernel_name, config=self.config)
         self._configure(km)
         key = self._spare_key(km)
-        km.imports_first = key[-2]  # before the guard (see spare_kernel.import_code)
         warm_up = [f"--IPKernelApp.exec_lines={key[-1]}"] if key[-1] else []
         try:
             await km.start_kernel(extra_arguments=[*self.extra_arguments, *warm_up])

@@ -41,6 +41,7 @@ from .wire import (
     SENDING,
     Frames,
     LaunchSpec,
+    RankPipes,
     load_exception,
     read_available,
     wait_readable,
@@ -62,39 +63,6 @@ _launch_ids = itertools.count(1)
 
 
 # -- one launch -------------------------------------------------------------------------------
-
-
-class _RankPipes:
-    """The four pipes between the launching process and one rank (see `launcher.rank`)."""
-
-    def __init__(self) -> None:
-        self.out_r, self.out_w = os.pipe()
-        self.err_r, self.err_w = os.pipe()
-        self.result_r, self.result_w = os.pipe()
-        self.control_r, self.control_w = os.pipe()
-        os.set_blocking(self.result_r, False)  # read whatever is there; frames are assembled
-
-    def rank_ends(self) -> tuple[int, int, int, int]:
-        return (self.out_w, self.err_w, self.result_w, self.control_r)
-
-    def close_rank_ends(self) -> None:
-        """Close the ends the fork server has passed on to the rank (once; safe to repeat)."""
-        for name in ("out_w", "err_w", "result_w", "control_r"):
-            self._close(name)
-
-    def close_control(self) -> None:
-        """Close our end of the control pipe, once: a rank whose server is gone exits on this."""
-        self._close("control_w")
-
-    def close(self) -> None:
-        for name in ("control_w", "out_r", "err_r", "result_r", "out_w", "err_w", "result_w", "control_r"):
-            self._close(name)
-
-    def _close(self, name: str) -> None:
-        fd = getattr(self, name)
-        if fd >= 0:
-            setattr(self, name, -1)
-            _close_quietly(fd)
 
 
 class Supervisor:
@@ -126,7 +94,7 @@ class Supervisor:
         self.frames = [Frames() for _ in range(self.size)]
         self.looks_asked = [0] * self.size  # stack requests sent to each rank
         self.server: Any = None
-        self.pipes: list[_RankPipes] = []
+        self.pipes: list[RankPipes] = []
         # Looking at where the ranks are:
         self.look: dict[int, RankStack] = {}  # answers to the look under way, or to the last one
         self.look_waiting: set[int] = set()  # ranks asked that have not answered yet
@@ -159,7 +127,7 @@ class Supervisor:
     def _run(self) -> list[Any] | BaseException:
         try:
             for _ in range(self.size):
-                self.pipes.append(_RankPipes())
+                self.pipes.append(RankPipes())
             try:
                 self.server = get_server()
                 self.server.start_ranks(self.id, pickle.dumps(self.spec), [p.rank_ends() for p in self.pipes])
@@ -472,11 +440,6 @@ def _rank_traceback(report: dict[str, Any]) -> str:
 def _unpickle_exception(report: dict[str, Any]) -> BaseException:
     exception = load_exception(report["exception"], report["exception_rebuilt"])
     return exception if exception is not None else RankException(report["type_name"], report["message"])
-
-
-def _close_quietly(fd: int) -> None:
-    with contextlib.suppress(OSError):
-        os.close(fd)
 
 
 def _levels_to_caller() -> int:

@@ -8,7 +8,8 @@ rank's phases are defined once:
   elements; large tensors do not travel through the pipe at all but through a file in shared
   memory (`pickle_result`, `tensor_from_file`);
 - a rank's *exception* is pickled so that it comes back as its own type even when its class
-  cannot be rebuilt the usual way (`pickle_exception`).
+  cannot be rebuilt the usual way (`pickle_exception`);
+- each rank has four pipes to the launching process (`RankPipes`).
 """
 
 from __future__ import annotations
@@ -313,3 +314,46 @@ def rebuild_exception(cls: type, args: tuple, attributes: dict[str, Any]) -> Bas
     with contextlib.suppress(AttributeError, TypeError):
         exc.__dict__.update(attributes)
     return exc
+
+
+# -- the pipes -------------------------------------------------------------------------------
+
+
+class RankPipes:
+    """The four pipes between the launching process and one rank: its output, its errors, its
+    messages (results, errors, stacks), and the control pipe through which it is released to exit
+    or asked where it is (see `launcher.rank`)."""
+
+    def __init__(self) -> None:
+        self.out_r, self.out_w = os.pipe()
+        self.err_r, self.err_w = os.pipe()
+        self.result_r, self.result_w = os.pipe()
+        self.control_r, self.control_w = os.pipe()
+        os.set_blocking(self.result_r, False)  # read whatever is there; frames are assembled
+
+    def rank_ends(self) -> tuple[int, int, int, int]:
+        return (self.out_w, self.err_w, self.result_w, self.control_r)
+
+    def close_rank_ends(self) -> None:
+        """Close the ends the fork server has passed on to the rank (once; safe to repeat)."""
+        for name in ("out_w", "err_w", "result_w", "control_r"):
+            self._close(name)
+
+    def close_control(self) -> None:
+        """Close our end of the control pipe, once: a rank whose server is gone exits on this."""
+        self._close("control_w")
+
+    def close(self) -> None:
+        for name in ("control_w", "out_r", "err_r", "result_r", "out_w", "err_w", "result_w", "control_r"):
+            self._close(name)
+
+    def _close(self, name: str) -> None:
+        fd = getattr(self, name)
+        if fd >= 0:
+            setattr(self, name, -1)
+            _close_quietly(fd)
+
+
+def _close_quietly(fd: int) -> None:
+    with contextlib.suppress(OSError):
+        os.close(fd)

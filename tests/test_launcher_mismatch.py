@@ -7,6 +7,7 @@ import pytest
 import torch
 import torch.distributed as dist
 
+from autograder.checks import CheckFailed, ranks
 from launcher import LaunchError, launch
 
 
@@ -67,6 +68,19 @@ def test_a_ring_whose_messages_match_runs(world_size: int) -> None:
     ]
 
 
+@pytest.fixture
+def runs(monkeypatch) -> list[bool]:
+    """Each launch a check makes, by whether torch's collective check was on."""
+    checked: list[bool] = []
+
+    def counting_launch(*args, **kwargs):
+        checked.append(kwargs["check_collectives"])
+        return launch(*args, **kwargs)
+
+    monkeypatch.setattr(ranks, "launch", counting_launch)
+    return checked
+
+
 def not_written_yet(rank: int, world_size: int) -> None:
     raise NotImplementedError("write this function")
 
@@ -76,24 +90,15 @@ def collectives_that_differ(rank: int, world_size: int) -> None:
     dist.all_reduce(torch.ones(4 if rank == 0 else 6))
 
 
-def test_a_check_runs_again_with_the_collective_check_only_if_a_mismatch_could_be_why(monkeypatch) -> None:
-    from autograder.checks import CheckFailed, ranks
-
-    checked: list[bool] = []
-
-    def counting_launch(*args, **kwargs):
-        checked.append(kwargs["check_collectives"])
-        return launch(*args, **kwargs)
-
-    monkeypatch.setattr(ranks, "launch", counting_launch)
+def test_a_check_runs_again_with_the_collective_check_only_if_a_mismatch_could_be_why(runs) -> None:
     with pytest.raises(CheckFailed, match="NotImplementedError: write this function"):
         ranks.run_ranks(not_written_yet, 2)
-    assert checked == [False]  # a plain error of the rank's own: its report says everything
+    assert runs == [False]  # a plain error of the rank's own: its report says everything
 
-    checked.clear()
+    runs.clear()
     with pytest.raises(CheckFailed) as caught:
         ranks.run_ranks(collectives_that_differ, 2, timeout=10)
-    assert checked == [False, True]
+    assert runs == [False, True]
     assert "ranks disagree" in str(caught.value), caught.value
 
 
@@ -103,16 +108,7 @@ def receives_first(rank: int, world_size: int) -> None:
     dist.send(torch.ones(2), dst=(rank + 1) % world_size)
 
 
-def test_a_check_whose_ranks_wait_only_in_sends_and_receives_is_not_run_again(monkeypatch) -> None:
-    from autograder.checks import CheckFailed, ranks
-
-    checked: list[bool] = []
-
-    def counting_launch(*args, **kwargs):
-        checked.append(kwargs["check_collectives"])
-        return launch(*args, **kwargs)
-
-    monkeypatch.setattr(ranks, "launch", counting_launch)
+def test_a_check_whose_ranks_wait_only_in_sends_and_receives_is_not_run_again(runs) -> None:
     with pytest.raises(CheckFailed, match="in a circle of ranks"):
         ranks.run_ranks(receives_first, 3, timeout=20)
-    assert checked == [False]  # torch's collective check does not look at sends and receives
+    assert runs == [False]  # torch's collective check does not look at sends and receives
