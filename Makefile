@@ -17,8 +17,11 @@ course: $(VENV)/.installed-lab
 	$(BIN)/jupyter lab --notebook-dir=notebooks $(LAB_ARGS)
 
 # The browser test (tests/test_browser.py) is not part of it: it takes minutes; `make test-browser`.
+# Two pytest-xdist workers, each taking a group of tests at a time (tests/conftest.py says which);
+# TEST_WORKERS=0 runs the suite in one process.
+TEST_WORKERS ?= 2
 test: $(VENV)/.installed-dev lint
-	$(BIN)/pytest
+	$(BIN)/pytest $(if $(filter 0,$(TEST_WORKERS)),,-n $(TEST_WORKERS))
 	@echo "The browser test (JupyterLab in Chromium) is not part of this: run it with make test-browser."
 
 # JupyterLab in headless Chromium, each release notebook opened, run and its widgets operated.
