@@ -7,8 +7,10 @@ import math
 
 import pytest
 import torch
+from course import wrong_submissions
 
-from autograder.expert_parallel import planner, planning
+from autograder.checks import CheckFailed
+from autograder.expert_parallel import dispatch, planner, planning
 from autograder.expert_parallel.balance import (
     _SLOWEST_CASES,
     _SLOWEST_HIDDEN,
@@ -20,6 +22,8 @@ from autograder.expert_parallel.balance import (
 )
 from autograder.expert_parallel.model import make_moe, make_tokens, owned_experts
 from autograder.expert_parallel.routing import MISTAKES, plan_cases, reference_plan
+
+ASSIGNMENT = "09-expert-parallel"
 
 
 @pytest.mark.parametrize("mistake", list(MISTAKES))
@@ -102,3 +106,28 @@ def test_the_explorer_draws_capacity_and_dropless() -> None:
     for factor in (None, 1.0):
         figure = draw_routing(256, 8, 2, 4, 2.0, factor)
         assert len(figure.axes) == 2
+
+
+def test_a_draw_whose_ranks_send_each_other_as_many_rows_as_they_receive_is_told() -> None:
+    case = dispatch.SHOWN[0]  # two ranks: often, by chance, rank 0 sends rank 1 as many rows as it receives
+    generator = torch.Generator().manual_seed(0)
+    draws = []
+    for seed in range(200):
+        xs = [make_tokens(n, generator) for n in case["tokens"]]
+        routing = dispatch.Routing(case, seed, xs)
+        every = routing.between["every"]
+        assert sum(map(sum, every)) == sum(routing.sent["every"]) == len(routing.x) * case["top_k"]
+        draws.append((routing.symmetric(), every[0][1] == every[1][0]))
+    assert all(symmetric >= alike for symmetric, alike in draws)
+    assert any(symmetric for symmetric, _ in draws) and not all(symmetric for symmetric, _ in draws)
+
+
+def test_a_layer_that_does_not_exchange_the_counts_fails_every_time() -> None:
+    """It passes whenever the ranks happen to send each other as many rows as they receive (about
+    one draw in eight for the shown case): the check draws again until they do not."""
+    (wrong,) = [w for w in wrong_submissions(ASSIGNMENT) if w.path.stem == "ep_receives_what_it_sends"]
+    namespace: dict = {}
+    exec(wrong.code, namespace)
+    for _ in range(12):
+        with pytest.raises(CheckFailed, match="exchange the counts first"):
+            dispatch.check_ep_forward(namespace["ep_moe_forward"])

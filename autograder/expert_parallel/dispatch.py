@@ -34,6 +34,10 @@ HIDDEN = [
     {"tokens": [5, 4, 6], "experts": 4, "top_k": 1, "score": "softmax", "normalise": True, "shared": True},
 ]  # fmt: skip
 
+# A case's tokens are drawn again, up to this many times, while the ranks would send each other as
+# many rows as they receive (`Routing.symmetric`).
+DRAWS = 8
+
 DIAGNOSES = {
     "received a message of": "A rank received a different number of rows than another sent it: each rank "
     "learns how many rows it will receive from each rank only from the counts the others send it, so "
@@ -136,13 +140,25 @@ class Routing:
         ]
         self.sent = {"every": [0] * ws, "once": [0] * ws}  # rows each rank sends: a copy an expert, a rank
         self.received = {"every": [0] * ws, "once": [0] * ws}
+        # [i][j]: the rows rank i sends rank j, counted both ways
+        self.between = {"every": [[0] * ws for _ in range(ws)], "once": [[0] * ws for _ in range(ws)]}
         for t, ranks in enumerate(dest):
             for r in ranks:
                 self.sent["every"][self.source[t]] += 1
                 self.received["every"][r] += 1
+                self.between["every"][self.source[t]][r] += 1
             for r in set(ranks):
                 self.sent["once"][self.source[t]] += 1
                 self.received["once"][r] += 1
+                self.between["once"][self.source[t]][r] += 1
+
+    def symmetric(self) -> bool:
+        """Whether every rank happens to receive from each rank as many rows as it sends it (counted
+        either way): a layer that skips exchanging the counts would then pass by chance."""
+        return self.world > 1 and any(
+            all(m[i][j] == m[j][i] for i in range(self.world) for j in range(i))
+            for m in self.between.values()
+        )
 
     def rows_of(self, expert: int) -> list:
         tokens = (self.experts == expert).any(-1).nonzero().flatten()
@@ -294,22 +310,25 @@ def _describe(case: dict) -> str:
 
 def run_case(fn: Callable, case: dict, exchange: Callable, backward: bool, name: str) -> tuple:
     __tracebackhide__ = True
-    seed = fresh_seed()
     ws = len(case["tokens"])
     what = f"{name} on {counted(ws, 'rank')} with {_describe(case)}"
-    results = run_ranks(
-        _rank,
-        ws,
-        fn,
-        case,
-        seed,
-        exchange,
-        backward,
-        what=f"{name} (with {_describe(case)})",
-        diagnoses=DIAGNOSES,
-        timeout=30,
-    )
-    routing = Routing(case, seed, [r["x"] for r in results], backward)
+    for _ in range(DRAWS):
+        seed = fresh_seed()
+        results = run_ranks(
+            _rank,
+            ws,
+            fn,
+            case,
+            seed,
+            exchange,
+            backward,
+            what=f"{name} (with {_describe(case)})",
+            diagnoses=DIAGNOSES,
+            timeout=30,
+        )
+        routing = Routing(case, seed, [r["x"] for r in results], backward)
+        if not routing.symmetric():
+            break  # (drawn again otherwise: two ranks' random tokens send each other as many rows often)
     for rank, result in enumerate(results):
         out = result["out"]
         if type(out) is not torch.Tensor or out.shape != result["x"].shape:
