@@ -239,7 +239,8 @@ def sandbox_environment(env: dict[str, str], gpus: bool = False) -> dict[str, st
 
 
 # Installs grading's guard against tampering (launcher/guard.py) as the kernel starts.
-GUARD = "--IPKernelApp.exec_lines=import launcher.guard; launcher.guard.install('autograder')"
+GUARDED_PACKAGE = "autograder"  # the checks: the guard notes their functions, and what they rely on
+GUARD = f"--IPKernelApp.exec_lines=import launcher.guard; launcher.guard.install({GUARDED_PACKAGE!r})"
 
 
 def course_first(env: dict[str, str]) -> dict[str, str]:
@@ -270,6 +271,14 @@ class CourseKernelManager(AsyncKernelManager):
             kw["env"][KEY_FILE] = self._key_file()
         kw["extra_arguments"] = [*first, *kw.get("extra_arguments", [])]
         return await super()._async_pre_start_kernel(**kw)
+
+    def format_kernel_cmd(self, extra_arguments: list[str] | None = None) -> list[str]:
+        cmd = super().format_kernel_cmd(extra_arguments)
+        if cmd[1:3] == ["-m", "ipykernel_launcher"]:
+            # The kernel forks its fork server as it starts, having imported torch once for both
+            # (launcher/kernel.py): a second interpreter importing torch costs a second of CPU.
+            cmd[1:3] = ["-m", "launcher.kernel", *([f"--guarded={GUARDED_PACKAGE}"] if self.guard else [])]
+        return cmd
 
     def _key_file(self) -> str:
         """A new key for the kernel's guard, in a file only this user can read, in a folder the

@@ -28,7 +28,6 @@ kills whatever children it has that are not ranks, before it tells the caller so
 from __future__ import annotations
 
 import contextlib
-import ctypes
 import gc
 import importlib
 import os
@@ -43,6 +42,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+from .orphans import become_subreaper, kill_group, kill_orphans
 from .wire import EXIT_INTERNAL, Frames, frame, read_available, read_frame, wait_readable
 
 FDS_PER_RANK = 4  # stdout, stderr, result (rank -> caller), control (caller -> rank)
@@ -65,7 +65,27 @@ class ForkServer:
     the server is then marked broken, and the next launch starts a new one.
     """
 
-    def __init__(self, preload: list[str]) -> None:
+    def __init__(self, preload: list[str], ahead: tuple | None = None) -> None:
+        # A server forked ahead (launcher/kernel.py) is handed over as it is, and sent its preloads.
+        self.sock, self.process, self.log = self._start(preload) if ahead is None else ahead
+        self.sock.setblocking(False)
+        self.frames = Frames()
+        self.pending: list[tuple] = []  # messages received but not yet asked for
+        self.broken = False
+        try:
+            ready = self._reply(("ready", "failed"), STARTUP_TIMEOUT_S, "start")
+        except BaseException:
+            self.close(wait=0)  # it has no ranks yet: no need to wait for it
+            raise
+        if ready[0] == "failed":
+            self.close(wait=0)
+            raise ForkServerError(f"the launcher's fork server did not start:\n{ready[1]}")
+        if ahead is not None and preload:
+            self.preload(preload)
+
+    @staticmethod
+    def _start(preload: list[str]) -> tuple[socket.socket, Any, Any]:
+        """A new server process: its socket, its `Popen`, and the file its own output goes to."""
         ours, theirs = socket.socketpair()
         package_parent = str(Path(__file__).resolve().parent.parent)
         # Ignoring interrupts comes first: importing torch takes seconds, and an interrupt in
@@ -82,30 +102,18 @@ class ForkServer:
             env.setdefault("OBJC_DISABLE_INITIALIZE_FORK_SAFETY", "YES")
         # What the server writes itself (an import error, say) goes to this file, to be shown
         # if it fails. The ranks get their own stdout and stderr.
-        self.log = tempfile.TemporaryFile()  # noqa: SIM115 - kept open as long as the server runs
-        self.process = subprocess.Popen(
+        log = tempfile.TemporaryFile()  # noqa: SIM115 - kept open as long as the server runs
+        process = subprocess.Popen(
             [sys.executable, "-c", boot, str(theirs.fileno()), package_parent, allowed, *preload],
             pass_fds=(theirs.fileno(),),
             stdin=subprocess.DEVNULL,
-            stdout=self.log,
-            stderr=self.log,
+            stdout=log,
+            stderr=log,
             env=env,
             start_new_session=True,
         )
         theirs.close()
-        self.sock = ours
-        self.sock.setblocking(False)
-        self.frames = Frames()
-        self.pending: list[tuple] = []  # messages received but not yet asked for
-        self.broken = False
-        try:
-            ready = self._reply(("ready", "failed"), STARTUP_TIMEOUT_S, "start")
-        except BaseException:
-            self.close(wait=0)  # it has no ranks yet: no need to wait for it
-            raise
-        if ready[0] == "failed":
-            self.close(wait=0)
-            raise ForkServerError(f"the launcher's fork server did not start:\n{ready[1]}")
+        return ours, process, log
 
     def fileno(self) -> int:
         return self.sock.fileno()
@@ -177,13 +185,17 @@ class ForkServer:
         """Stop the server and reap it. Closing its socket makes it kill its ranks and exit;
         if it has not within ``wait`` seconds, it is killed."""
         self.broken = True
-        self.sock.close()
-        self.log.close()
-        try:
-            self.process.wait(timeout=wait)
-        except subprocess.TimeoutExpired:
-            self.process.kill()
-            self.process.wait()
+        _stop(self.sock, self.process, self.log, wait)
+
+
+def _stop(sock: socket.socket, process: Any, log: Any, wait: float) -> None:
+    sock.close()
+    log.close()
+    try:
+        process.wait(timeout=wait)
+    except subprocess.TimeoutExpired:
+        process.kill()
+        process.wait()
 
 
 _server: ForkServer | None = None
@@ -221,8 +233,33 @@ def get_server() -> ForkServer:
                     "the launcher's fork server was shut down, and grading starts it only once (so that "
                     "no submission can start it again as it likes): the launches after this one fail."
                 )
-            _server = ForkServer(_preloaded)
+            _server = ForkServer(_preloaded, _take_ahead())
         return _server
+
+
+# -- a server forked ahead, by a grading kernel before it starts (launcher/kernel.py) ----------
+
+# The packages it serves (`fix`), and its socket, process and output file; until it is taken.
+_ahead: tuple[tuple[str, ...], tuple] | None = None
+
+
+def hand_over(allowed: tuple[str, ...], sock: socket.socket, process: Any, log: Any) -> None:
+    """Take a server forked ahead (launcher/kernel.py) to serve with ``allowed``: ``process`` has
+    `subprocess.Popen`'s ``poll``, ``wait`` and ``kill``, ``log`` is the file its output goes to."""
+    global _ahead
+    _ahead = (tuple(allowed), (sock, process, log))
+
+
+def _take_ahead() -> tuple | None:
+    """The server forked ahead, if there is one and it serves as `fix` asked; else None."""
+    global _ahead
+    if _ahead is None:
+        return None
+    (allowed, server), _ahead = _ahead, None
+    if allowed == (_FIXED[1] if _FIXED else ()):
+        return server
+    _stop(*server, wait=2)
+    return None
 
 
 def retire(server: ForkServer) -> None:
@@ -258,9 +295,12 @@ def preload(*modules: str) -> None:
 def shutdown() -> None:
     """Stop the fork server, if one is running. The next `launch` starts a new one (except when
     grading: see `fix`)."""
-    global _server, _shut_down
+    global _server, _shut_down, _ahead
     with _server_lock:
         _shut_down = _FIXED is not None
+        if _ahead is not None:  # forked ahead, never taken
+            _stop(*_ahead[1], wait=2)
+            _ahead = None
         if _server is not None:
             _server.close()
             _server = None
@@ -289,7 +329,7 @@ def serve(fd: int, preload: list[str], allowed: str = "") -> None:
     _import_quietly(preload)
     _note_for_ranks()
     _raise_file_limit()
-    _become_subreaper()
+    become_subreaper()
 
     wakeup_r, wakeup_w = os.pipe()
     os.set_blocking(wakeup_w, False)
@@ -329,14 +369,14 @@ def serve(fd: int, preload: list[str], allowed: str = "") -> None:
             elif message[0] == "kill":
                 for pid, (launch_id, _) in children.items():
                     if launch_id == message[1]:
-                        _kill(pid)
+                        kill_group(pid)
     finally:
         for pid in children:
-            _kill(pid)
+            kill_group(pid)
         while children:
             pid, _ = os.waitpid(-1, 0)
             children.pop(pid, None)
-        _kill_orphans(children)
+        kill_orphans(children)
 
 
 def _wait(sock: socket.socket, wakeup_r: int) -> list:
@@ -400,72 +440,11 @@ def _reap(children: dict[int, tuple[int, int]], sock: socket.socket) -> None:
             continue
         # Anything the rank started, left in its process group, goes with it. (A group outlives
         # its leader while it has members, so its number cannot have been given to another.)
-        _kill(pid)
+        kill_group(pid)
         launch_id, rank = children.pop(pid)
         if not children:  # every rank has ended: so must anything they started
-            _kill_orphans(children)
+            kill_orphans(children)
         sock.sendall(frame(("exited", launch_id, rank, os.waitstatus_to_exitcode(status))))
-
-
-PR_SET_CHILD_SUBREAPER = 36
-
-
-def _become_subreaper() -> None:
-    """On Linux, adopt the orphans of this process's descendants (see the module's docstring)."""
-    if sys.platform.startswith("linux"):
-        with contextlib.suppress(OSError, AttributeError):
-            ctypes.CDLL(None).prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0)
-
-
-ORPHANS_WAIT_S = 2.0  # how long killed orphans get to exit; one that will not is left for later
-
-
-def _kill_orphans(ranks: dict[int, tuple[int, int]]) -> None:
-    """Kill and reap this process's children that are not ranks: orphans it adopted.
-
-    Killing one can orphan what it started in turn, so look again until none is left. A process
-    that does not die at once (stuck in the kernel) is not waited for: the next sweep reaps it."""
-    give_up_at = time.monotonic() + ORPHANS_WAIT_S
-    while time.monotonic() < give_up_at:
-        orphans = [pid for pid in _children() if pid not in ranks]
-        if not orphans:
-            return
-        for pid in orphans:
-            _kill(pid)
-        waiting = set(orphans)
-        while waiting and time.monotonic() < give_up_at:
-            for pid in list(waiting):
-                try:
-                    done, _ = os.waitpid(pid, os.WNOHANG)
-                except ChildProcessError:
-                    done = pid
-                if done:
-                    waiting.discard(pid)
-            if waiting:
-                time.sleep(0.001)
-
-
-def _children() -> list[int]:
-    """This process's children, from Linux's /proc (none elsewhere: nothing was adopted)."""
-    pids: list[int] = []
-    try:
-        for task in os.listdir("/proc/self/task"):
-            with open(f"/proc/self/task/{task}/children") as listing:
-                pids += map(int, listing.read().split())
-        return pids
-    except OSError:  # no /proc, or a kernel without the children files: read every process
-        pass
-    me = os.getpid()
-    with contextlib.suppress(OSError):
-        for entry in os.listdir("/proc"):
-            if entry.isdigit():
-                with (
-                    contextlib.suppress(OSError, ValueError, IndexError),
-                    open(f"/proc/{entry}/stat") as stat,
-                ):
-                    if int(stat.read().rsplit(")", 1)[1].split()[1]) == me:  # the field after the name
-                        pids.append(int(entry))
-    return pids
 
 
 def _receive_rank_fds(sock: socket.socket, nranks: int) -> list[list[int]] | None:
@@ -491,12 +470,3 @@ def _raise_file_limit() -> None:
 
         _, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
         resource.setrlimit(resource.RLIMIT_NOFILE, (hard, hard))
-
-
-def _kill(pid: int) -> None:
-    """Kill a rank and everything in its process group."""
-    try:
-        os.killpg(pid, signal.SIGKILL)
-    except (ProcessLookupError, PermissionError):
-        with contextlib.suppress(ProcessLookupError):
-            os.kill(pid, signal.SIGKILL)
