@@ -55,6 +55,7 @@ REFUSED = {
     "marshal.load",
     "sys.monitoring.register_callback",
 }
+FUNCTION_STATE = {"__code__", "__defaults__", "__kwdefaults__"}
 FRAME_ATTRIBUTES = {"tb_frame", "gi_frame", "cr_frame", "ag_frame", "__code__"}
 VERIFY_EVENT = "launcher.guard.verify"
 # The grader asks for a proof that a test cell ran in the guarded kernel, after the cell: a
@@ -180,7 +181,7 @@ def install(*packages: str, rank: bool = False) -> None:
             _import_all(package)
         from . import forkserver, hidden_tests
 
-        forkserver.fix(allowed=("torch", "numpy", "visuals", *packages))
+        forkserver.fix(allowed=server_packages(*packages))
         forkserver.preload(*sorted(name for name in sys.modules if name.split(".")[0] in packages))
         hidden_tests.receive_from_the_grader()
         noted = guard_state.note(packages)
@@ -205,7 +206,14 @@ def install(*packages: str, rank: bool = False) -> None:
             local.busy = False
 
     sys.addaudithook(hook)
+    noted["function_state_set"] = False  # (from now on the hook sees it set: `_on_event`)
     _installed = packages
+
+
+def server_packages(*packages: str) -> tuple[str, ...]:
+    """The packages a guarded kernel's fork server imports from (`forkserver.fix`): torch's,
+    numpy's, the figures' and the launcher's, and the guarded ``packages``."""
+    return ("torch", "numpy", "visuals", *dict.fromkeys(("launcher", *packages)))
 
 
 # In the fork server, when grading: what grading relies on, noted once there (and again after
@@ -258,6 +266,11 @@ def _import_all(package: str) -> None:
 
 
 def _on_event(event: str, args: tuple, noted: dict[str, Any]) -> None:
+    if event == "object.__setattr__" and len(args) > 1 and args[1] in FUNCTION_STATE:
+        # Setting a function's code or defaults is the one way to change them other than in
+        # place (`guard_state.changes` compares those held in place at every look). Deleting
+        # defaults raises no event, but only makes calls that relied on them fail.
+        noted["function_state_set"] = True
     if event == "exec" and args and isinstance(args[0], types.CodeType):
         filename = args[0].co_filename
         # Once a cell (IPython runs a cell's statements one by one, each from the cell's file,

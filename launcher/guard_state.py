@@ -3,7 +3,8 @@
 Noted, by identity (an object may define ``==`` as it likes):
 
 - the functions and classes of the course's packages, torch's and builtins' namespaces, the
-  classes' methods, and ``sys.modules``' entries for those modules;
+  classes' methods, and ``sys.modules``' entries for those modules (a namespace is compared
+  whole only once its dict's version shows a change: `dict_version_reader`);
 - each function's code, defaults and keyword defaults (a check's tolerance is a default);
 - the course's module and class constants (names in capitals: the types a check counts as plain
   tensors, its op tables), their contents included;
@@ -25,6 +26,7 @@ import re
 import sys
 import threading
 import types
+from collections.abc import Callable
 from typing import Any
 
 WATCHED_MODULES = (
@@ -222,6 +224,9 @@ def note(packages: tuple[str, ...]) -> dict[str, Any]:
         for name, module in list(sys.modules.items())
         if module is not None and (name in WATCHED_MODULES or name.split(".")[0] in packages)
     }
+    # (Read before what they hold: a change made meanwhile then shows as a version unlike this one.)
+    read = dict_version_reader()
+    versions = {name: read(vars(module)) for name, module in modules.items()} if read else {}
     functions: dict[int, tuple] = {}
     namespaces = {
         name: _values(vars(module), name.split(".")[0] in packages, name, functions)
@@ -240,11 +245,24 @@ def note(packages: tuple[str, ...]) -> dict[str, Any]:
     return {
         "modules": modules,
         "namespaces": namespaces,
+        # Each namespace's version (`dict_version_reader`), where this Python keeps one, and the
+        # constants that can still change in place while it stays the same.
+        "read_version": read,
+        "versions": versions,
+        "mutable_constants": {
+            name: {key: held for key, held in namespaces[name][1].items() if _mutable(vars(module)[key])}
+            for name, module in modules.items()
+        },
         "classes": {
             name: (cls, _values(vars(cls), course, name, functions))
             for name, (cls, course) in classes.items()
         },
         "functions": list(functions.values()),
+        # Those whose defaults can change in place (a dict of keyword defaults, a list): compared
+        # at every look. The rest only once the guard's hook has seen a function's code or
+        # defaults set (``object.__setattr__``), or when no hook watches for that.
+        "held_functions": [entry for entry in functions.values() if entry[2][3] is not None],
+        "function_state_set": True,
         "system": _system_state(),
         "refused_hook": False,  # set when a submission tries to add an audit hook
         "taken": False,  # set when a cell's hidden tests ran before the cell ran them
@@ -312,19 +330,31 @@ def changes(noted: dict[str, Any], submissions_code: Any) -> list[str]:
     """What was replaced, deleted or added to since it was noted, by name. ``submissions_code``
     tells whether a function is a submission's (an event callback may be the course's own)."""
     changed = []
+    read, versions = noted["read_version"], noted["versions"]
     for name, module in noted["modules"].items():
         if sys.modules.get(name) is not module:
             changed.append(f"sys.modules[{name!r}]")
-        changed += _namespace_changes(name, vars(module), noted["namespaces"][name])
+        namespace, values = vars(module), noted["namespaces"][name]
+        version = read(namespace) if read is not None else None
+        if version is not None and version == versions.get(name):
+            # Not one of its names set or deleted since it was last found as noted (a constant
+            # may still have changed in place).
+            changed += _constant_changes(name, namespace, noted["mutable_constants"][name])
+            continue
+        found = _namespace_changes(name, namespace, values)
+        if not found and version is not None:
+            versions[name] = version  # as noted at this version: compared whole again once it changes
+        changed += found
     for name, (cls, values) in noted["classes"].items():
         now = vars(cls)
         changed += _namespace_changes(name, now, values)
         changed += [
             f"{name}.{key}" for key in now.keys() - values[0].keys() if is_code(now[key]) and key[:2] != "__"
         ]
+    functions = noted["functions"] if noted["function_state_set"] else noted["held_functions"]
     changed += [
         f"{name}'s code or defaults"
-        for name, function, state in noted["functions"]
+        for name, function, state in functions
         if _function_changed(function, state)
     ]
     system = _system_state()
@@ -354,10 +384,41 @@ def _namespace_changes(name: str, now: Any, values: tuple[dict, dict]) -> list[s
             and not _torch_wraps(now.get(key), value)
         ]
     )
-    changed += [
+    return changed + _constant_changes(name, now, constants)
+
+
+def _constant_changes(name: str, now: Any, constants: dict[str, Any]) -> list[str]:
+    return [
         f"{name}.{key}" for key, held in constants.items() if key not in now or contents(now[key]) != held
     ]
-    return changed
+
+
+def dict_version_reader() -> Callable[[dict], int] | None:
+    """How to read a dict's version, if this Python keeps one: CPython (3.10 to 3.13) gives every
+    dict a version tag that changes whenever one of its keys is set to another object or deleted
+    (PEP 509), at the same place in the dict's memory. A look then compares no further a module's
+    namespace whose version is the one it was found unchanged at: most of a look's time, and in a
+    rank the memory pages that reading every object would copy out of the fork server (counting
+    references writes to them). Read through ctypes, which reads without counting; tried on a
+    dict first, and not used where it does not behave so. Code of a submission's cannot write
+    memory (the guard refuses ctypes to it)."""
+    if sys.implementation.name != "cpython" or not (3, 10) <= sys.version_info[:2] <= (3, 13):
+        return None
+    try:
+        import ctypes
+    except ImportError:
+        return None
+    offset = 3 * ctypes.sizeof(ctypes.c_ssize_t)  # after the reference count, the type and the size
+
+    def read(namespace: dict) -> int:
+        return ctypes.c_uint64.from_address(id(namespace) + offset).value
+
+    probe = {"key": object()}
+    first = read(probe)
+    probe["key"] = object()  # (the size and the keys stay as they were)
+    second = read(probe)
+    del probe["key"]
+    return read if first != second != read(probe) != first else None
 
 
 def _torch_wraps(new: Any, old: Any) -> bool:

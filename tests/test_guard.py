@@ -164,6 +164,94 @@ def test_changes_below_the_names_are_found() -> None:
         assert guard_state.changes(noted, guard.submissions_code) == [], name
 
 
+def test_a_look_compares_whole_only_the_namespaces_whose_version_changed(monkeypatch) -> None:
+    import torch
+
+    from launcher import guard, guard_state
+
+    guard._import_all("autograder")
+    # (Not the launcher's: counting below replaces a function of launcher.guard_state.)
+    noted = guard_state.note(("autograder",))
+    assert noted["read_version"] is not None, "CPython 3.10 to 3.13 keep a version in each dict"
+    compared: list[str] = []
+    whole = guard_state._namespace_changes
+
+    def counted(name: str, *args: Any) -> list[str]:
+        if name in noted["modules"]:
+            compared.append(name)
+        return whole(name, *args)
+
+    def look() -> list[str]:
+        compared.clear()
+        return guard_state.changes(noted, guard.submissions_code)
+
+    monkeypatch.setattr(guard_state, "_namespace_changes", counted)
+    assert look() == [] and compared == []
+    original = torch.allclose
+    try:
+        torch.allclose = lambda *args, **kwargs: True
+        assert "torch.allclose" in look() and compared == ["torch"]
+        assert "torch.allclose" in look() and compared == ["torch"]  # found again, every look
+        torch.allclose = original
+        assert look() == [] and compared == ["torch"]  # changed back: compared whole once more,
+        assert look() == [] and compared == []  # and then no longer
+    finally:
+        torch.allclose = original
+    noted["read_version"] = None  # a Python without the version: every namespace, every look
+    assert look() == [] and sorted(compared) == sorted(noted["modules"])
+
+
+SETTERS = {
+    "keyword defaults": "e.expect_close.__kwdefaults__ = dict(e.expect_close.__kwdefaults__, rel=10.0)",
+    "defaults": "e.expect_close.__defaults__ = ('a value',)",
+    "code": "e.fail.__code__ = compile('pass', 'x', 'exec')",
+}
+
+
+@pytest.mark.parametrize("what", list(SETTERS))
+def test_a_check_whose_code_or_defaults_are_set_is_found_in_the_kernel_and_in_a_rank(what: str) -> None:
+    # (Found through the hook's sight of the setting: a look compares every function only then.)
+    script = (
+        "import autograder.checks.expect as e\n"
+        "from launcher import launch, LaunchError\n"
+        "def rank(r, size):\n"
+        "    import autograder.checks.expect as e\n"
+        f"    {SETTERS[what]}\n"
+        "try:\n"
+        "    launch(rank, 2)\n"
+        "except LaunchError as error:\n"
+        "    print('rank:', 'TamperingDetected' in str(error))\n"
+        f"print(cell({'import autograder.checks.expect as e; ' + SETTERS[what]!r}))\n"
+        "print(cell('pass'))\n"
+    )
+    lines = run_guarded(script)
+    assert lines[-3] == "rank: True", lines
+    assert lines[-2] == "ran"
+    assert lines[-1].startswith("TamperingDetected: code run before this cell changed"), lines[-1]
+    assert "autograder.checks.expect." in lines[-1] and "code or defaults" in lines[-1], lines[-1]
+
+
+def test_a_dicts_version_changes_with_every_key_set_to_another_object_or_deleted() -> None:
+    from launcher.guard_state import dict_version_reader
+
+    read = dict_version_reader()
+    namespace = {"a": 1, "b": object()}
+    seen = [read(namespace)]
+    _ = namespace["a"], list(namespace.items()), namespace.get("b")
+    assert read(namespace) == seen[-1]  # reading changes nothing
+    for change in (
+        lambda: namespace.__setitem__("b", object()),
+        lambda: namespace.update(a=2),
+        lambda: namespace.setdefault("c", 3),
+        lambda: namespace.pop("a"),
+        lambda: namespace.popitem(),
+        namespace.clear,
+    ):
+        change()
+        seen.append(read(namespace))
+    assert len(set(seen)) == len(seen), seen
+
+
 def test_the_fork_server_starts_once_from_a_fixed_environment(tmp_path) -> None:
     (tmp_path / "planted.py").write_text("import builtins\nbuiltins.planted = True\n")
     script = (
