@@ -166,6 +166,7 @@ class SandboxedExecute(Execute):
         # Run before the guard is installed (see spare_kernel.import_code); not in the check before
         # grading, which runs a probe of its own rather than the notebook.
         km.imports_first = spare_kernel.import_code(self.nb) if self.kernel_stderr is None else ""
+        km.server_ahead = self.kernel_stderr is None and spare_kernel.uses_launcher(self.nb)
         course = self.config.get("CourseDirectory", {}).get("root")
         km.hidden += [Path(course).resolve()] if course else []
 

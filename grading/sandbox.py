@@ -261,6 +261,7 @@ class CourseKernelManager(AsyncKernelManager):
         self.guard = True  # start the kernel guarded against tampering (launcher/guard.py)
         self.guard_key: bytes | None = None  # the key its guard proves test cells ran with
         self.imports_first = ""  # code the kernel runs before the guard is installed (a spare's imports)
+        self.server_ahead = False  # fork the launcher's fork server as the kernel starts
 
     async def _async_pre_start_kernel(self, **kw: Any) -> tuple[list[str], dict[str, Any]]:
         kw["env"] = course_first(kw.get("env") or dict(os.environ))
@@ -275,9 +276,12 @@ class CourseKernelManager(AsyncKernelManager):
     def format_kernel_cmd(self, extra_arguments: list[str] | None = None) -> list[str]:
         cmd = super().format_kernel_cmd(extra_arguments)
         if cmd[1:3] == ["-m", "ipykernel_launcher"]:
-            # The kernel forks its fork server as it starts, having imported torch once for both
-            # (launcher/kernel.py): a second interpreter importing torch costs a second of CPU.
-            cmd[1:3] = ["-m", "launcher.kernel", *([f"--guarded={GUARDED_PACKAGE}"] if self.guard else [])]
+            # launcher/kernel.py: ipykernel's kernel, interrupted as it should be in the sandbox,
+            # and, for a notebook that launches ranks, with its fork server forked as it starts,
+            # from one import of torch for both (a second interpreter importing torch costs a
+            # second of CPU).
+            ahead = ["--fork-server", *([f"--guarded={GUARDED_PACKAGE}"] if self.guard else [])]
+            cmd[1:3] = [str(ROOT / "launcher" / "kernel.py"), *(ahead if self.server_ahead else [])]
         return cmd
 
     def _key_file(self) -> str:

@@ -39,13 +39,20 @@ def import_code(nb: Any) -> str:
 def warm_up_code(nb: Any) -> str:
     """Code run once the guard is installed: it starts the launcher's fork server if the locked
     cells import the launcher, and warms the checks up if they import one that needs it."""
-    modules, names = _course_imports(nb)
+    _, names = _course_imports(nb)
     code = ""
-    if any(m == "launcher" or m.startswith("launcher.") for m in modules):
+    if uses_launcher(nb):
         code += "__import__('launcher.forkserver').forkserver.get_server()\n"
     if names & IN_KERNEL_DISPATCH_MODES:  # (elsewhere it would cost a second of CPU for nothing)
         code += "__import__('autograder.checks').checks.warm_up()\n"
     return code
+
+
+def uses_launcher(nb: Any) -> bool:
+    """Whether the notebook's locked cells import the launcher: its kernel then starts the fork
+    server ahead (launcher/kernel.py)."""
+    modules, _ = _course_imports(nb)
+    return any(m == "launcher" or m.startswith("launcher.") for m in modules)
 
 
 def _course_imports(nb: Any) -> tuple[dict[str, None], set[str]]:

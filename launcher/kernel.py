@@ -1,14 +1,17 @@
-"""``python -m launcher.kernel [--guarded=PACKAGE] [ipykernel's arguments]``: a grading kernel
-(ipykernel's) whose launcher fork server is forked from it before the kernel starts.
+"""``python launcher/kernel.py [--fork-server] [--guarded=PACKAGE] [ipykernel's arguments]``: a
+grading kernel (ipykernel's), which, with ``--fork-server``, forks the launcher's fork server
+before the kernel starts. (Run as a script: importing the launcher package imports torch, which
+a kernel whose notebook launches nothing need not pay for.)
 
 A fork server started the usual way is a second interpreter importing torch: over a second of
-CPU for every notebook graded. This process imports torch and what the server needs once, forks
-the server, and then runs the kernel, which would import torch anyway. At that fork only the
-main thread runs, the kernel has not started, no cell has run, and the environment is the one
-grading gave the kernel. Where grading guards the kernel (``--guarded``), the server serves only
-as the guard will fix it (`launcher.guard.install(PACKAGE)`: importing modules of the course's
-and torch's packages alone); if the guard fixes it otherwise, the kernel stops it and starts one
-as usual (`forkserver.get_server`).
+CPU for every notebook graded that launches ranks. This process imports torch and what the
+server needs once, forks the server, and then runs the kernel, which would import torch anyway.
+At that fork only the main thread runs, the kernel has not started, no cell has run, and the
+environment is the one grading gave the kernel. Where grading guards the kernel (``--guarded``),
+the server serves only as the guard will fix it (`launcher.guard.install(PACKAGE)`: importing
+modules of the course's and torch's packages alone); if the guard fixes it otherwise, the kernel
+stops it and starts one as usual (`forkserver.get_server`). Grading starts its kernels so only
+for notebooks whose own cells import the launcher: importing torch would cost the others more.
 """
 
 from __future__ import annotations
@@ -23,6 +26,7 @@ import tempfile
 import time
 from pathlib import Path
 
+FORK_SERVER = "--fork-server"
 GUARDED = "--guarded="
 
 
@@ -30,11 +34,13 @@ def main() -> None:
     # As ipykernel's launcher does: the working folder leaves Python's path while the kernel starts.
     if sys.path[0] == "" or Path(sys.path[0]) == Path.cwd():
         del sys.path[0]
-    packages = [arg.removeprefix(GUARDED) for arg in sys.argv[1:] if arg.startswith(GUARDED)]
-    from launcher import guard
+    ours = [arg for arg in sys.argv[1:] if arg == FORK_SERVER or arg.startswith(GUARDED)]
+    if FORK_SERVER in ours:
+        from launcher import guard
 
-    start_server_ahead(guard.server_packages(*packages) if packages else ())
-    sys.argv = [sys.argv[0], *(arg for arg in sys.argv[1:] if not arg.startswith(GUARDED))]
+        packages = [arg.removeprefix(GUARDED) for arg in ours if arg.startswith(GUARDED)]
+        start_server_ahead(guard.server_packages(*packages) if packages else ())
+    sys.argv = [sys.argv[0], *(arg for arg in sys.argv[1:] if arg not in ours)]
     _interrupt_process_1_itself()
     from ipykernel import kernelapp
 
@@ -121,4 +127,7 @@ class Forked:
 
 
 if __name__ == "__main__":
+    # This file's folder leaves Python's path: the launcher's modules would shadow others there.
+    if sys.path and Path(sys.path[0]).resolve() == Path(__file__).resolve().parent:
+        del sys.path[0]
     main()

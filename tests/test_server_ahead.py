@@ -12,9 +12,10 @@ import textwrap
 import time
 from pathlib import Path
 
+import nbformat
 import pytest
 
-from grading import sandbox
+from grading import sandbox, spare_kernel
 from grading.sandbox import bwrap_problem
 
 REPO = Path(__file__).resolve().parent.parent
@@ -92,36 +93,57 @@ def test_a_server_forked_ahead_and_never_taken_stops_at_shutdown() -> None:
     assert found == {"exit": 0, "left": True}
 
 
-def test_grading_kernels_start_through_launcher_kernel() -> None:
+def test_grading_kernels_start_through_launcher_kernel_which_forks_a_server_where_ranks_run() -> None:
     km = sandbox.CourseKernelManager()
+    kernel = str(REPO / "launcher" / "kernel.py")
+    assert km.format_kernel_cmd()[1:3] == [kernel, "-f"]  # no ranks: no torch ahead
+    km.server_ahead = True
     guarded = km.format_kernel_cmd()
-    assert guarded[1:4] == ["-m", "launcher.kernel", f"--guarded={sandbox.GUARDED_PACKAGE}"], guarded
+    assert guarded[1:4] == [kernel, "--fork-server", f"--guarded={sandbox.GUARDED_PACKAGE}"]
     km.guard = False
-    assert km.format_kernel_cmd()[1:4] == ["-m", "launcher.kernel", "-f"]
+    assert km.format_kernel_cmd()[1:4] == [kernel, "--fork-server", "-f"]
+    launches = nbformat.v4.new_code_cell("from launcher import launch")
+    launches.metadata.nbgrader = {"locked": True, "grade_id": "setup", "grade": False, "solution": False}
+    assert spare_kernel.uses_launcher(nbformat.v4.new_notebook(cells=[launches]))
+    launches.metadata.nbgrader["locked"] = False  # a student's cell: not known ahead
+    assert not spare_kernel.uses_launcher(nbformat.v4.new_notebook(cells=[launches]))
+
+
+# Another process beside the kernel in its sandbox: the fork server, or a program a cell started.
+BESIDE = {
+    "its fork server": (True, "import launcher.forkserver as f\nassert f._ahead[1][1].poll() is None"),
+    "a program it started": (
+        False,
+        "import subprocess\nsubprocess.Popen(['sleep', '60'], start_new_session=True)",
+    ),
+}
 
 
 @pytest.mark.skipif(bwrap_problem("bwrap") is not None, reason="no sandbox here: install bubblewrap")
-def test_a_sandboxed_kernel_whose_fork_server_runs_stops_a_hanging_cell_when_interrupted() -> None:
+@pytest.mark.parametrize("beside", list(BESIDE))
+def test_a_sandboxed_kernel_stops_a_hanging_cell_when_interrupted_whatever_runs_beside_it(
+    beside: str,
+) -> None:
     """In the sandbox the kernel is process 1, and ipykernel's own interrupt (``killpg(1)``, that
-    is ``kill(-1)``) reached every process but the kernel, once any other ran: the fork server."""
+    is ``kill(-1)``) reached every process but the kernel, once any other ran."""
+    server_ahead, start = BESIDE[beside]
 
     async def interrupted() -> tuple[str, float]:
         km = sandbox.SandboxedKernelManager()
+        km.server_ahead = server_ahead
         await km.start_kernel()
         kc = km.client()
         kc.start_channels()
         try:
             await kc.wait_for_ready(timeout=120)
-            cell = kc.execute(
-                "import launcher.forkserver as f\nassert f._ahead[1][1].poll() is None\nwhile True: pass"
-            )
+            cell = kc.execute(f"{start}\nwhile True: pass")
             await asyncio.sleep(1.0)
             await km.interrupt_kernel()
-            start = time.monotonic()
+            began = time.monotonic()
             while True:
                 message = await kc.get_iopub_msg(timeout=20)
                 if message["parent_header"].get("msg_id") == cell and message["msg_type"] == "error":
-                    return message["content"]["ename"], time.monotonic() - start
+                    return message["content"]["ename"], time.monotonic() - began
         finally:
             kc.stop_channels()
             await km.shutdown_kernel(now=True)
