@@ -175,6 +175,15 @@ def _function_state(function: types.FunctionType) -> tuple:
     return (function.__code__, defaults, kwdefaults, held)
 
 
+def _kwdefaults_version(read: Callable[[dict], int] | None, state: tuple) -> int | None:
+    """The version of a function's keyword defaults' dict, where that alone tells whether its
+    defaults changed in place: none of them, nor its defaults, holds a container."""
+    _, defaults, kwdefaults, _ = state
+    if read is None or kwdefaults is None or _mutable(defaults) or any(map(_mutable, kwdefaults.values())):
+        return None
+    return read(kwdefaults)
+
+
 def _function_changed(function: types.FunctionType, state: tuple) -> bool:
     # Each attribute read here is an audit event the guard's hook sees, so only those that can
     # matter are read: defaults count only for a code with positional parameters, keyword
@@ -261,7 +270,11 @@ def note(packages: tuple[str, ...]) -> dict[str, Any]:
         # Those whose defaults can change in place (a dict of keyword defaults, a list): compared
         # at every look. The rest only once the guard's hook has seen a function's code or
         # defaults set (``object.__setattr__``), or when no hook watches for that.
-        "held_functions": [entry for entry in functions.values() if entry[2][3] is not None],
+        "held_functions": [
+            (*entry, _kwdefaults_version(read, entry[2]))
+            for entry in functions.values()
+            if entry[2][3] is not None
+        ],
         "function_state_set": True,
         "system": _system_state(),
         "refused_hook": False,  # set when a submission tries to add an audit hook
@@ -351,7 +364,14 @@ def changes(noted: dict[str, Any], submissions_code: Any) -> list[str]:
         changed += [
             f"{name}.{key}" for key in now.keys() - values[0].keys() if is_code(now[key]) and key[:2] != "__"
         ]
-    functions = noted["functions"] if noted["function_state_set"] else noted["held_functions"]
+    if noted["function_state_set"]:
+        functions = noted["functions"]
+    else:  # (with its keyword defaults' dict at the version noted, a function's defaults are as noted)
+        functions = [
+            entry
+            for *entry, version in noted["held_functions"]
+            if version is None or read(entry[2][2]) != version
+        ]
     changed += [
         f"{name}'s code or defaults"
         for name, function, state in functions

@@ -202,6 +202,7 @@ def test_a_look_compares_whole_only_the_namespaces_whose_version_changed(monkeyp
 
 
 SETTERS = {
+    "keyword defaults in place": "e.expect_close.__kwdefaults__['rel'] = 10.0",
     "keyword defaults": "e.expect_close.__kwdefaults__ = dict(e.expect_close.__kwdefaults__, rel=10.0)",
     "defaults": "e.expect_close.__defaults__ = ('a value',)",
     "code": "e.fail.__code__ = compile('pass', 'x', 'exec')",
@@ -210,7 +211,8 @@ SETTERS = {
 
 @pytest.mark.parametrize("what", list(SETTERS))
 def test_a_check_whose_code_or_defaults_are_set_is_found_in_the_kernel_and_in_a_rank(what: str) -> None:
-    # (Found through the hook's sight of the setting: a look compares every function only then.)
+    # (Found through the hook's sight of the setting, or, in place, through the keyword defaults'
+    # dict's version: a look compares every function only then.)
     script = (
         "import autograder.checks.expect as e\n"
         "from launcher import launch, LaunchError\n"
