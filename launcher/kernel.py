@@ -50,17 +50,20 @@ def main() -> None:
 def _interrupt_process_1_itself() -> None:
     """Asked to interrupt, ipykernel signals its process group if it leads one: ``killpg``. In
     grading's sandbox the kernel is its namespace's process 1, and ``killpg(1)`` is ``kill(-1)``,
-    which signals every other process there (the fork server, which ignores it) and never the
-    kernel: a cell that hangs would run on past its time limit. So process 1 signals itself."""
+    which signals every other process there (as before) and never the kernel: a cell that hangs
+    ran on past its time limit whenever another process ran (the fork server). So process 1
+    signals the others so, and then itself."""
     from ipykernel import kernelbase
 
     send = kernelbase.Kernel._send_interrupt_children
 
     def send_interrupt(self: kernelbase.Kernel) -> None:
-        if os.getpid() == 1:
-            os.kill(1, signal.SIGINT)
-        else:
+        if os.getpid() != 1:
             send(self)
+            return
+        with contextlib.suppress(OSError):  # (none other running)
+            os.kill(-1, signal.SIGINT)
+        os.kill(1, signal.SIGINT)
 
     kernelbase.Kernel._send_interrupt_children = send_interrupt
 
