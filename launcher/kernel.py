@@ -31,9 +31,6 @@ GUARDED = "--guarded="
 
 
 def main() -> None:
-    # As ipykernel's launcher does: the working folder leaves Python's path while the kernel starts.
-    if sys.path[0] == "" or Path(sys.path[0]) == Path.cwd():
-        del sys.path[0]
     ours = [arg for arg in sys.argv[1:] if arg == FORK_SERVER or arg.startswith(GUARDED)]
     if FORK_SERVER in ours:
         from launcher import guard
@@ -130,7 +127,8 @@ class Forked:
 
 
 if __name__ == "__main__":
-    # This file's folder leaves Python's path: the launcher's modules would shadow others there.
+    # This file's folder leaves Python's path, where the launcher's modules would shadow others
+    # (run as a script, the working folder is not on it: ipykernel's shell adds it back itself).
     if sys.path and Path(sys.path[0]).resolve() == Path(__file__).resolve().parent:
         del sys.path[0]
     main()
